@@ -1,0 +1,308 @@
+"""Validation and normalisation: the one module that holds the rules of CTCLoss-4.
+
+Both forms of the op (the spec's time-major form and the released OpenVINO form) are checked here
+and reduced to one :class:`CanonicalBatch` (logits source, frame counts, compacted targets, blank,
+merge flag). Everything else in ctcop computes from a ``CanonicalBatch`` and never re-applies a
+rule of the spec. Section numbers refer to ``spec/ctcloss4.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes  # noqa: F401  (registers bfloat16 as a numpy dtype, spec section 6)
+import numpy as np
+import numpy.typing as npt
+
+from .errors import InvalidInputError
+from .schema import FormSpec, PortSpec, form
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class CanonicalBatch:
+    """A validated batch in the form the recursion core consumes.
+
+    ``logits`` is the caller's array (never copied here); frame ``t`` of sample ``i`` is
+    ``logits[t, i]`` when ``time_axis`` is 0 and ``logits[i, t]`` when it is 1. Only frames
+    ``t < lengths[i]`` are active. ``targets[i, :target_lengths[i]]`` is the processed target
+    (pads removed, collapse/unique applied); the rest of each row holds ``blank``.
+    """
+
+    logits: np.ndarray
+    time_axis: int
+    lengths: IntArray
+    targets: IntArray
+    target_lengths: IntArray
+    blank: int
+    merge_repeated: bool
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.logits.shape[self.time_axis])
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.logits.shape[1 - self.time_axis])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.logits.shape[2])
+
+    def frames(self, start: int, stop: int) -> np.ndarray:
+        """Logits of frames ``start:stop`` as a time-major [stop-start, N, C] view."""
+        return time_major_view(self.logits, self.time_axis, start, stop)
+
+
+def time_major_view(array: np.ndarray, time_axis: int, start: int, stop: int) -> np.ndarray:
+    """Frames ``start:stop`` of a [T, N, C] (time_axis 0) or [N, T, C] array, as a [.., N, C] view."""
+    if time_axis == 0:
+        return array[start:stop]
+    return array[:, start:stop].transpose(1, 0, 2)
+
+
+# -- generic checks (spec section 6) ---------------------------------------------------------
+
+
+def _as_array(value: Any, name: str) -> np.ndarray:
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise InvalidInputError(name, f"cannot be read as a rectangular array ({exc})") from None
+    return array
+
+
+def _check_port(array: np.ndarray, port: PortSpec, dims: dict[str, int]) -> None:
+    """Rank, element type and dimension agreement of one input, as the schema states them."""
+    if array.ndim != port.rank:
+        raise InvalidInputError(
+            port.name, f"rank must be {port.rank} ([{', '.join(port.dims)}]), got shape {array.shape}"
+        )
+    if array.dtype.name not in port.types:
+        raise InvalidInputError(
+            port.name, f"element type {array.dtype.name} is not one of {', '.join(port.types)}"
+        )
+    for axis, (symbol, size) in enumerate(zip(port.dims, array.shape, strict=True)):
+        expected = dims.setdefault(symbol, int(size))
+        if size != expected:
+            raise InvalidInputError(
+                port.name,
+                f"dimension {axis} ({symbol}) is {size} but {symbol} = {expected} from earlier inputs",
+            )
+
+
+def _checked(spec: FormSpec, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    arrays: dict[str, np.ndarray] = {}
+    dims: dict[str, int] = {}
+    for port in spec.inputs:
+        if port.name not in values:
+            continue
+        array = _as_array(values[port.name], port.name)
+        _check_port(array, port, dims)
+        arrays[port.name] = array
+    if dims.get("C", 1) == 0:
+        raise InvalidInputError(spec.inputs[0].name, "C must be at least 1 (the blank class)")
+    return arrays, dims
+
+
+def _flag(value: Any, name: str) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InvalidInputError(name, f"attribute must be a boolean, got {value!r}")
+
+
+def _first(bad: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.argwhere(bad)[0])
+
+
+def _int64(array: np.ndarray) -> IntArray:
+    """Integers as int64; values beyond int64 are clipped (range rules reject them anyway)."""
+    if array.dtype == np.uint64:
+        array = np.minimum(array, np.uint64(np.iinfo(np.int64).max))
+    return array.astype(np.int64)
+
+
+# -- frames (spec section 3.1 and 3.2) -------------------------------------------------------
+
+
+def mask_lengths(mask: np.ndarray) -> IntArray:
+    """Frame counts from a [T, N] ``sequence_mask``: 0/1 values, each column a run of 1s then 0s."""
+    values = _int64(mask)
+    bad = (values != 0) & (values != 1)
+    if bad.any():
+        t, i = _first(bad)
+        raise InvalidInputError(
+            "sequence_mask", f"value {mask[t, i]} is not 0 or 1 (rule 3.1: mask values)", (t, i)
+        )
+    rises = values[1:] > values[:-1]
+    if rises.any():
+        t, i = _first(rises)
+        raise InvalidInputError(
+            "sequence_mask",
+            f"1 after a 0 in column {i}: a column must be a run of 1s followed by 0s (rule 3.1)",
+            (t + 1, i),
+        )
+    lengths: IntArray = values.sum(axis=0)
+    return lengths
+
+
+def _length_vector(array: np.ndarray, name: str, upper: int) -> IntArray:
+    values = _int64(array)
+    bad = (values < 0) | (values > upper)
+    if bad.any():
+        (i,) = _first(bad)
+        raise InvalidInputError(name, f"length {array[i]} is outside [0, {upper}] (rule 7.1)", (i,))
+    return values
+
+
+# -- targets (spec section 3.3 and 7.2) ------------------------------------------------------
+
+
+def _compact(values: IntArray, keep: np.ndarray, fill: int) -> tuple[IntArray, IntArray]:
+    """Move the kept entries of each row to its front, in order, fill the rest with ``fill``, and
+    trim the rows to the longest kept length."""
+    lengths = keep.sum(axis=1)
+    width = int(lengths.max(initial=0))
+    order = np.argsort(~keep, axis=1, kind="stable")[:, :width]
+    out = np.take_along_axis(values, order, axis=1)
+    out[np.arange(width)[None, :] >= lengths[:, None]] = fill
+    return out, lengths
+
+
+def collapse_repeated(targets: IntArray, lengths: IntArray, fill: int) -> tuple[IntArray, IntArray]:
+    """Merge runs of equal adjacent labels into one label (``preprocess_collapse_repeated``)."""
+    position = np.arange(targets.shape[1])[None, :]
+    keep = position < lengths[:, None]
+    keep[:, 1:] &= targets[:, 1:] != targets[:, :-1]
+    return _compact(targets, keep, fill)
+
+
+def unique_labels(targets: IntArray, lengths: IntArray, fill: int) -> tuple[IntArray, IntArray]:
+    """Keep the first occurrence of each label, in order (OpenVINO's ``unique``)."""
+    n, width = targets.shape
+    rows = np.repeat(np.arange(n), width)
+    cols = np.tile(np.arange(width), n)
+    flat = targets.ravel()
+    order = np.lexsort((cols, flat, rows))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = (rows[order][1:] != rows[order][:-1]) | (flat[order][1:] != flat[order][:-1])
+    keep = np.zeros(order.size, dtype=bool)
+    keep[order] = first
+    keep = keep.reshape(n, width) & (np.arange(width)[None, :] < lengths[:, None])
+    return _compact(targets, keep, fill)
+
+
+def _check_label_values(labels: np.ndarray, valid: np.ndarray, where: np.ndarray, rule: str) -> None:
+    bad = where & ~valid
+    if bad.any():
+        i, j = _first(bad)
+        raise InvalidInputError("labels", f"value {labels[i, j]} {rule}", (i, j))
+
+
+# -- the two forms ---------------------------------------------------------------------------
+
+
+def time_major_frames(inputs: Any, sequence_mask: Any) -> tuple[np.ndarray, IntArray]:
+    """Validated ``inputs`` [T, N, C] and the frame counts its ``sequence_mask`` encodes."""
+    arrays, _ = _checked(form("time_major"), {"inputs": inputs, "sequence_mask": sequence_mask})
+    return arrays["inputs"], mask_lengths(arrays["sequence_mask"])
+
+
+def from_time_major(
+    inputs: Any,
+    sequence_mask: Any,
+    labels: Any,
+    *,
+    preprocess_collapse_repeated: Any,
+    merge_repeated: Any,
+) -> CanonicalBatch:
+    """Validate the spec's form (section 2) and reduce it to a :class:`CanonicalBatch`."""
+    arrays, dims = _checked(
+        form("time_major"), {"inputs": inputs, "sequence_mask": sequence_mask, "labels": labels}
+    )
+    collapse = _flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
+    merge = _flag(merge_repeated, "merge_repeated")
+    classes = dims["C"]
+    blank = classes - 1
+    raw = arrays["labels"]
+    values = _int64(raw)
+    pad = values == -1
+    _check_label_values(
+        raw,
+        (values >= 0) & (values < blank),
+        ~pad,
+        f"is not a class in [0, {blank - 1}] nor the pad -1 (rule 3.3: blank {blank} and values "
+        f"outside [-1, C-2] are invalid)",
+    )
+    targets, target_lengths = _compact(values, ~pad, blank)
+    if collapse:
+        targets, target_lengths = collapse_repeated(targets, target_lengths, blank)
+    return CanonicalBatch(
+        logits=arrays["inputs"],
+        time_axis=0,
+        lengths=mask_lengths(arrays["sequence_mask"]),
+        targets=targets,
+        target_lengths=target_lengths,
+        blank=blank,
+        merge_repeated=merge,
+    )
+
+
+def from_openvino(
+    logits: Any,
+    logit_length: Any,
+    labels: Any,
+    label_length: Any,
+    blank_index: Any,
+    *,
+    preprocess_collapse_repeated: Any,
+    ctc_merge_repeated: Any,
+    unique: Any,
+) -> CanonicalBatch:
+    """Validate the released OpenVINO form (spec section 7) and reduce it to a batch."""
+    values_in: dict[str, Any] = {
+        "logits": logits,
+        "logit_length": logit_length,
+        "labels": labels,
+        "label_length": label_length,
+    }
+    if blank_index is not None:
+        values_in["blank_index"] = blank_index
+    arrays, dims = _checked(form("openvino"), values_in)
+    collapse = _flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
+    merge = _flag(ctc_merge_repeated, "ctc_merge_repeated")
+    keep_unique = _flag(unique, "unique")
+    frames, classes = dims["T"], dims["C"]
+    blank = classes - 1
+    if "blank_index" in arrays:
+        blank = int(_int64(arrays["blank_index"]))
+        if not 0 <= blank < classes:
+            raise InvalidInputError("blank_index", f"value {blank} is outside [0, {classes - 1}] (rule 7.1)")
+    lengths = _length_vector(arrays["logit_length"], "logit_length", frames)
+    target_lengths = _length_vector(arrays["label_length"], "label_length", frames)
+    raw = arrays["labels"]
+    values = _int64(raw)
+    in_prefix = np.arange(frames)[None, :] < target_lengths[:, None]
+    _check_label_values(
+        raw,
+        (values >= 0) & (values < classes) & (values != blank),
+        in_prefix,
+        f"is not a class in [0, {classes - 1}] other than blank {blank} (rule 7.2)",
+    )
+    targets, target_lengths = _compact(values, in_prefix, blank)
+    if collapse:
+        targets, target_lengths = collapse_repeated(targets, target_lengths, blank)
+    if keep_unique:
+        targets, target_lengths = unique_labels(targets, target_lengths, blank)
+    return CanonicalBatch(
+        logits=arrays["logits"],
+        time_axis=1,
+        lengths=lengths,
+        targets=targets,
+        target_lengths=target_lengths,
+        blank=blank,
+        merge_repeated=merge,
+    )

@@ -1,0 +1,50 @@
+"""The ``ctcop`` command line. Invalid input ends in one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import InvalidInputError
+from .reference import ctc_loss
+
+
+def _example(_: argparse.Namespace) -> int:
+    """Evaluate the worked examples of spec/ctcloss4.md section 9 and print them."""
+    probs = np.array([[0.5, 0.2, 0.3], [0.4, 0.1, 0.5], [0.6, 0.3, 0.1]])
+    hand = ctc_loss(np.log(probs)[:, None, :], np.ones((3, 1), np.int8), np.array([[0, -1, -1]]))
+    print("spec 9.1 (T=3, C=3, target (0)):")
+    print(f"  ctcop loss {hand[0]:.16g}   by hand -ln(0.339) = {-math.log(0.339):.16g}")
+    labels = np.array([[0, 3, 2, 2, -1, -1, -1, -1, -1]])
+    print("spec 9.2, the seed's example (T=9, C=5, labels (0,3,2,2,-1,...), equal logits):")
+    for merge, paths in ((True, 495), (False, 126)):
+        loss = ctc_loss(np.zeros((9, 1, 5)), np.ones((9, 1), np.int8), labels, merge_repeated=merge)
+        closed = 9 * math.log(5) - math.log(paths)
+        print(f"  merge_repeated={merge!s:5}  ctcop loss {loss[0]:.16g}   9 ln 5 - ln {paths} = {closed:.16g}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ctcop", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    example = commands.add_parser("example", help="evaluate the spec's worked examples")
+    example.set_defaults(run=_example)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except InvalidInputError as error:
+        print(f"ctcop: invalid input: {error}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The exact reference evaluator of CTCLoss-4 in both of its forms (spec/ctcloss4.md).
+
+Every function validates through :mod:`ctcop.canonical`, computes in float64 through
+:mod:`ctcop.recursion`, and rounds once to the element type of the logits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import canonical, recursion
+
+
+def _rounded(loglik: np.ndarray, batch: canonical.CanonicalBatch) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return (-loglik).astype(batch.logits.dtype)
+
+
+def ctc_loss(
+    inputs: Any,
+    sequence_mask: Any,
+    labels: Any,
+    *,
+    preprocess_collapse_repeated: bool = False,
+    merge_repeated: bool = True,
+) -> np.ndarray:
+    """CTCLoss-4 in its time-major form (spec section 2): the [N] losses in the dtype of ``inputs``.
+
+    ``inputs`` [T, N, C] logits, ``sequence_mask`` [T, N] of 0/1, ``labels`` [N, T] padded with
+    -1; the blank is class C-1. +inf for a target with no aligned path; NaN for a sample whose
+    active frames hold a non-finite value. Raises :class:`ctcop.InvalidInputError` on invalid input.
+    """
+    batch = canonical.from_time_major(
+        inputs,
+        sequence_mask,
+        labels,
+        preprocess_collapse_repeated=preprocess_collapse_repeated,
+        merge_repeated=merge_repeated,
+    )
+    return _rounded(recursion.log_likelihood(batch), batch)
+
+
+def ctc_loss_grad(
+    inputs: Any,
+    sequence_mask: Any,
+    labels: Any,
+    *,
+    preprocess_collapse_repeated: bool = False,
+    merge_repeated: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Loss [N] and gradient [T, N, C] with ``grad[t, i, c] = d loss[i] / d inputs[t, i, c]``.
+
+    The gradient is softmax minus the posterior occupancy of class c at frame t (spec section 5).
+    It is 0 in masked frames, 0 for samples whose loss is +inf (no aligned path: the loss is
+    +inf for every finite logits, a constant), and NaN in the active frames of a NaN-loss sample.
+    """
+    batch = canonical.from_time_major(
+        inputs,
+        sequence_mask,
+        labels,
+        preprocess_collapse_repeated=preprocess_collapse_repeated,
+        merge_repeated=merge_repeated,
+    )
+    loglik, grad = recursion.log_likelihood_and_grad(batch)
+    return _rounded(loglik, batch), grad
+
+
+def openvino_ctc_loss(
+    logits: Any,
+    logit_length: Any,
+    labels: Any,
+    label_length: Any,
+    blank_index: Any = None,
+    *,
+    preprocess_collapse_repeated: bool = False,
+    ctc_merge_repeated: bool = True,
+    unique: bool = False,
+) -> np.ndarray:
+    """The released OpenVINO CTCLoss-4 (spec section 7): [N] losses in the dtype of ``logits``.
+
+    ``logits`` [N, T, C]; ``labels[i, :label_length[i]]`` is the target, then collapsed if
+    ``preprocess_collapse_repeated``, then reduced to first occurrences if ``unique``; the blank
+    is ``blank_index`` (default C-1). Same recursion as :func:`ctc_loss`.
+    """
+    batch = canonical.from_openvino(
+        logits,
+        logit_length,
+        labels,
+        label_length,
+        blank_index,
+        preprocess_collapse_repeated=preprocess_collapse_repeated,
+        ctc_merge_repeated=ctc_merge_repeated,
+        unique=unique,
+    )
+    return _rounded(recursion.log_likelihood(batch), batch)

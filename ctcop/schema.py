@@ -1,0 +1,68 @@
+"""The machine-readable schema of CTCLoss-4 (package data ``ctcop/data/ctcloss4.schema.json``).
+
+Validation and the exporters read input names, ranks, element types and attribute defaults from
+here instead of restating them (spec/ctcloss4.md, section "Schema").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+SCHEMA_FILE = "ctcloss4.schema.json"
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    """One input or output of a form of the op."""
+
+    name: str
+    dims: tuple[str, ...]
+    types: tuple[str, ...]
+    optional: bool = False
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+
+@dataclass(frozen=True)
+class FormSpec:
+    """One form of the op: the spec's time-major form or the released OpenVINO form."""
+
+    name: str
+    inputs: tuple[PortSpec, ...]
+    outputs: tuple[PortSpec, ...]
+    attributes: dict[str, bool]
+
+    def input(self, name: str) -> PortSpec:
+        return next(p for p in self.inputs if p.name == name)
+
+
+@cache
+def raw_schema() -> dict[str, Any]:
+    """The schema document as parsed JSON."""
+    text = resources.files("ctcop").joinpath("data", SCHEMA_FILE).read_text(encoding="utf-8")
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
+@cache
+def form(name: str) -> FormSpec:
+    """The schema of form ``name`` ("time_major" or "openvino")."""
+    doc = raw_schema()
+    constraints = doc["type_constraints"]
+    spec = doc["forms"][name]
+
+    def port(p: dict[str, Any]) -> PortSpec:
+        return PortSpec(p["name"], tuple(p["dims"]), tuple(constraints[p["type"]]), p.get("optional", False))
+
+    return FormSpec(
+        name=name,
+        inputs=tuple(port(p) for p in spec["inputs"]),
+        outputs=tuple(port(p) for p in spec["outputs"]),
+        attributes={a["name"]: bool(a["default"]) for a in spec["attributes"]},
+    )
