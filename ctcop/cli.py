@@ -24,7 +24,8 @@ def _example(_: argparse.Namespace) -> int:
     for merge, paths in ((True, 495), (False, 126)):
         loss = ctc_loss(np.zeros((9, 1, 5)), np.ones((9, 1), np.int8), labels, merge_repeated=merge)
         closed = 9 * math.log(5) - math.log(paths)
-        print(f"  merge_repeated={merge!s:5}  ctcop loss {loss[0]:.16g}   9 ln 5 - ln {paths} = {closed:.16g}")
+        print(f"  merge_repeated={merge!s:5}  ctcop loss {loss[0]:.16g}", end="")
+        print(f"   9 ln 5 - ln {paths} = {closed:.16g}")
     return 0
 
 
