@@ -1,0 +1,81 @@
+"""The edge cases of spec/ctcloss4.md section 4.4, each with its defined value."""
+
+import numpy as np
+import pytest
+
+import ctcop
+
+
+def test_empty_batch_gives_empty_output() -> None:
+    loss = ctcop.ctc_loss(
+        np.zeros((4, 0, 3), np.float32), np.zeros((4, 0), np.int8), np.zeros((0, 4), np.int8)
+    )
+    assert loss.shape == (0,) and loss.dtype == np.float32
+    loss, grad = ctcop.ctc_loss_grad(
+        np.zeros((4, 0, 3)), np.zeros((4, 0), np.int8), np.zeros((0, 4), np.int8)
+    )
+    assert loss.shape == (0,) and grad.shape == (4, 0, 3)
+
+
+def test_zero_frames() -> None:
+    loss = ctcop.ctc_loss(np.zeros((0, 2, 3)), np.zeros((0, 2), np.int8), np.zeros((2, 0), np.int8))
+    assert loss.tolist() == [0.0, 0.0]
+
+
+def test_zero_length_sequence_with_and_without_target() -> None:
+    inputs = np.random.default_rng(0).normal(size=(3, 2, 3))
+    mask = np.array([[0, 0], [0, 0], [0, 0]])
+    loss = ctcop.ctc_loss(inputs, mask, np.array([[-1, -1, -1], [1, -1, -1]]))
+    assert loss.tolist() == [0.0, np.inf]
+
+
+def test_single_class_is_only_blank() -> None:
+    inputs = np.random.default_rng(1).normal(size=(5, 3, 1)) * 100
+    mask = (np.arange(5)[:, None] < np.array([5, 2, 0])[None, :]).astype(np.int8)
+    loss, grad = ctcop.ctc_loss_grad(inputs, mask, np.full((3, 5), -1))
+    assert loss.tolist() == [0.0, 0.0, 0.0] and (grad == 0).all()
+
+
+def test_empty_target_is_the_all_blank_path() -> None:
+    inputs = np.random.default_rng(2).normal(size=(6, 1, 4)) * 5
+    logp = inputs - np.log(np.exp(inputs).sum(axis=2, keepdims=True))
+    mask = np.ones((6, 1), np.int8)
+    mask[4:] = 0
+    for merge in (True, False):
+        loss = ctcop.ctc_loss(inputs, mask, np.full((1, 6), -1), merge_repeated=merge)
+        assert loss[0] == pytest.approx(-logp[:4, 0, 3].sum(), rel=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("target", "merge", "needed"),
+    [
+        ([0, 1, 2], True, 3),
+        ([0, 0, 1], True, 4),
+        ([1, 1, 1], True, 5),
+        ([0, 0, 1], False, 3),
+        ([2, 2], False, 2),
+    ],
+)
+def test_feasibility_boundary(target: list[int], merge: bool, needed: int) -> None:
+    inputs = np.zeros((6, 2, 4))
+    mask = (np.arange(6)[:, None] < np.array([needed, needed - 1])[None, :]).astype(np.int8)
+    labels = np.full((2, 6), -1)
+    labels[:, : len(target)] = target
+    loss = ctcop.ctc_loss(inputs, mask, labels, merge_repeated=merge)
+    assert np.isfinite(loss[0]) and loss[1] == np.inf
+
+
+def test_infeasible_repeats_become_feasible_when_collapsed() -> None:
+    inputs = np.zeros((2, 1, 3))
+    loss = ctcop.ctc_loss(
+        inputs, np.ones((2, 1), np.int8), np.array([[1, 1]]), preprocess_collapse_repeated=True
+    )
+    assert loss[0] == pytest.approx(-np.log(3 / 9), rel=1e-14)  # paths 11, 1-, -1 of 9
+
+
+def test_float16_loss_beyond_range_rounds_to_inf() -> None:
+    # The only path is "0 1", each frame costing about 60000 nats: 120000 exceeds float16's 65504.
+    inputs = np.zeros((2, 1, 3), np.float16)
+    inputs[:, 0, :2] = -60000.0
+    loss = ctcop.ctc_loss(inputs, np.ones((2, 1), np.int8), np.array([[0, 1]]))
+    assert loss.dtype == np.float16 and loss[0] == np.inf
