@@ -82,9 +82,7 @@ def _check_port(array: np.ndarray, port: PortSpec, dims: dict[str, int]) -> None
             port.name, f"rank must be {port.rank} ([{', '.join(port.dims)}]), got shape {array.shape}"
         )
     if array.dtype.name not in port.types:
-        raise InvalidInputError(
-            port.name, f"element type {array.dtype.name} is not one of {', '.join(port.types)}"
-        )
+        raise InvalidInputError(port.name, f"element type {array.dtype.name} is not one of {', '.join(port.types)}")
     for axis, (symbol, size) in enumerate(zip(port.dims, array.shape, strict=True)):
         expected = dims.setdefault(symbol, int(size))
         if size != expected:
@@ -134,9 +132,7 @@ def mask_lengths(mask: np.ndarray) -> IntArray:
     bad = (values != 0) & (values != 1)
     if bad.any():
         t, i = _first(bad)
-        raise InvalidInputError(
-            "sequence_mask", f"value {mask[t, i]} is not 0 or 1 (rule 3.1: mask values)", (t, i)
-        )
+        raise InvalidInputError("sequence_mask", f"value {mask[t, i]} is not 0 or 1 (rule 3.1: mask values)", (t, i))
     rises = values[1:] > values[:-1]
     if rises.any():
         t, i = _first(rises)
@@ -220,9 +216,7 @@ def from_time_major(
     merge_repeated: Any,
 ) -> CanonicalBatch:
     """Validate the spec's form (section 2) and reduce it to a :class:`CanonicalBatch`."""
-    arrays, dims = _checked(
-        form("time_major"), {"inputs": inputs, "sequence_mask": sequence_mask, "labels": labels}
-    )
+    arrays, dims = _checked(form("time_major"), {"inputs": inputs, "sequence_mask": sequence_mask, "labels": labels})
     collapse = _flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
     merge = _flag(merge_repeated, "merge_repeated")
     classes = dims["C"]

@@ -15,7 +15,7 @@ from . import canonical, recursion
 
 def _rounded(loglik: np.ndarray, batch: canonical.CanonicalBatch) -> np.ndarray:
     with np.errstate(over="ignore"):
-        return (-loglik).astype(batch.logits.dtype)
+        return (0.0 - loglik).astype(batch.logits.dtype)  # +0.0, never -0.0, for a certain path
 
 
 def ctc_loss(

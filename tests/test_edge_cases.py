@@ -7,13 +7,9 @@ import ctcop
 
 
 def test_empty_batch_gives_empty_output() -> None:
-    loss = ctcop.ctc_loss(
-        np.zeros((4, 0, 3), np.float32), np.zeros((4, 0), np.int8), np.zeros((0, 4), np.int8)
-    )
+    loss = ctcop.ctc_loss(np.zeros((4, 0, 3), np.float32), np.zeros((4, 0), np.int8), np.zeros((0, 4), np.int8))
     assert loss.shape == (0,) and loss.dtype == np.float32
-    loss, grad = ctcop.ctc_loss_grad(
-        np.zeros((4, 0, 3)), np.zeros((4, 0), np.int8), np.zeros((0, 4), np.int8)
-    )
+    loss, grad = ctcop.ctc_loss_grad(np.zeros((4, 0, 3)), np.zeros((4, 0), np.int8), np.zeros((0, 4), np.int8))
     assert loss.shape == (0,) and grad.shape == (4, 0, 3)
 
 
@@ -67,9 +63,7 @@ def test_feasibility_boundary(target: list[int], merge: bool, needed: int) -> No
 
 def test_infeasible_repeats_become_feasible_when_collapsed() -> None:
     inputs = np.zeros((2, 1, 3))
-    loss = ctcop.ctc_loss(
-        inputs, np.ones((2, 1), np.int8), np.array([[1, 1]]), preprocess_collapse_repeated=True
-    )
+    loss = ctcop.ctc_loss(inputs, np.ones((2, 1), np.int8), np.array([[1, 1]]), preprocess_collapse_repeated=True)
     assert loss[0] == pytest.approx(-np.log(3 / 9), rel=1e-14)  # paths 11, 1-, -1 of 9
 
 

@@ -4,9 +4,9 @@ import itertools
 
 import numpy as np
 import pytest
-from cases import random_case
 
 import ctcop
+from ctcop.cases import random_case
 
 
 @pytest.mark.parametrize(("collapse", "merge"), [(False, True), (True, True), (False, False), (True, False)])
@@ -16,8 +16,8 @@ def test_gradient_matches_finite_differences(collapse: bool, merge: bool) -> Non
     for _ in range(30):
         case = random_case(rng, max_t=6, max_c=5, max_n=3)
         kwargs = {"preprocess_collapse_repeated": collapse, "merge_repeated": merge}
-        loss, grad = ctcop.ctc_loss_grad(case.inputs, case.mask, case.labels, **kwargs)
-        np.testing.assert_array_equal(loss, ctcop.ctc_loss(case.inputs, case.mask, case.labels, **kwargs))
+        loss, grad = ctcop.ctc_loss_grad(case.inputs, case.sequence_mask, case.labels, **kwargs)
+        np.testing.assert_array_equal(loss, ctcop.ctc_loss(case.inputs, case.sequence_mask, case.labels, **kwargs))
         step = 1e-6
         for index in np.ndindex(case.inputs.shape):
             t, i, _ = index
@@ -28,11 +28,11 @@ def test_gradient_matches_finite_differences(collapse: bool, merge: bool) -> Non
             up[index] += step
             down[index] -= step
             numeric = (
-                ctcop.ctc_loss(up, case.mask, case.labels, **kwargs)[i]
-                - ctcop.ctc_loss(down, case.mask, case.labels, **kwargs)[i]
+                ctcop.ctc_loss(up, case.sequence_mask, case.labels, **kwargs)[i]
+                - ctcop.ctc_loss(down, case.sequence_mask, case.labels, **kwargs)[i]
             ) / (2 * step)
             assert grad[index] == pytest.approx(numeric, abs=1e-7), index
-            if case.mask[t, i] == 0:
+            if case.sequence_mask[t, i] == 0:
                 assert grad[index] == 0.0
             checked += 1
     assert checked > 200

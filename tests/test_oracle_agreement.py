@@ -4,10 +4,11 @@ import itertools
 
 import numpy as np
 import pytest
-from cases import random_case, random_openvino_case
+from cases import random_openvino_case
 from oracle import openvino_loss, time_major_loss
 
 import ctcop
+from ctcop.cases import random_case
 
 ATTRIBUTES = list(itertools.product([False, True], [False, True]))
 
@@ -25,14 +26,18 @@ def test_random_cases_match_enumeration(collapse: bool, merge: bool) -> None:
     seen_inf = seen_empty = seen_zero_length = 0
     for _ in range(120):
         case = random_case(rng)
-        expected = time_major_loss(case.inputs, case.mask, case.labels, collapse, merge)
+        expected = time_major_loss(case.inputs, case.sequence_mask, case.labels, collapse, merge)
         actual = ctcop.ctc_loss(
-            case.inputs, case.mask, case.labels, preprocess_collapse_repeated=collapse, merge_repeated=merge
+            case.inputs,
+            case.sequence_mask,
+            case.labels,
+            preprocess_collapse_repeated=collapse,
+            merge_repeated=merge,
         )
         assert_matches(actual, expected)
         seen_inf += int(np.isinf(expected).sum())
         seen_empty += int((case.labels == -1).all(axis=1).sum())
-        seen_zero_length += int((case.mask.sum(axis=0) == 0).sum())
+        seen_zero_length += int((case.sequence_mask.sum(axis=0) == 0).sum())
     assert seen_inf > 10 and seen_empty > 10 and seen_zero_length > 10
 
 
@@ -44,9 +49,7 @@ def test_large_logits_and_shifts_match_enumeration(collapse: bool, merge: bool) 
         mask = np.ones((4, 3), dtype=np.int8)
         labels = np.array([[0, -1, 1, -1], [1, 1, -1, -1], [-1, -1, -1, -1]])
         expected = time_major_loss(inputs, mask, labels, collapse, merge)
-        actual = ctcop.ctc_loss(
-            inputs, mask, labels, preprocess_collapse_repeated=collapse, merge_repeated=merge
-        )
+        actual = ctcop.ctc_loss(inputs, mask, labels, preprocess_collapse_repeated=collapse, merge_repeated=merge)
         assert_matches(actual, expected)
 
 
@@ -84,10 +87,10 @@ def test_time_major_and_openvino_forms_agree() -> None:
     case = random_case(rng, max_t=6, max_c=5, max_n=4)
     while case.inputs.shape[2] < 2:
         case = random_case(rng, max_t=6, max_c=5, max_n=4)
-    lengths = case.mask.sum(axis=0)
+    lengths = case.sequence_mask.sum(axis=0)
     keep = case.labels != -1
     order = np.argsort(~keep, axis=1, kind="stable")
     compact = np.take_along_axis(case.labels, order, axis=1)
-    expected = ctcop.ctc_loss(case.inputs, case.mask, case.labels)
+    expected = ctcop.ctc_loss(case.inputs, case.sequence_mask, case.labels)
     actual = ctcop.openvino_ctc_loss(case.inputs.transpose(1, 0, 2), lengths, compact, keep.sum(axis=1))
     np.testing.assert_array_equal(actual, expected)

@@ -37,9 +37,7 @@ MASK = np.ones((3, 1), dtype=np.int64)
     ],
 )
 def test_hand_worked_example(labels: list[int], collapse: bool, merge: bool, total: float) -> None:
-    loss = ctcop.ctc_loss(
-        INPUTS, MASK, np.array([labels]), preprocess_collapse_repeated=collapse, merge_repeated=merge
-    )
+    loss = ctcop.ctc_loss(INPUTS, MASK, np.array([labels]), preprocess_collapse_repeated=collapse, merge_repeated=merge)
     assert loss[0] == pytest.approx(-math.log(total), rel=1e-13)
 
 

@@ -1,0 +1,135 @@
+"""Runtime adapters: one callable per runtime, each taking the spec's three inputs and attributes.
+
+Every adapter returns the [N] loss the runtime computes for ``(inputs, sequence_mask, labels)``
+with the given attributes. Exported models are built for the inputs' element types and cached.
+The conformance runner and the tests measure runtimes through these adapters only.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from . import export
+from .reference import ctc_loss
+
+Attributes = tuple[tuple[str, bool], ...]
+Evaluate = Callable[[np.ndarray, np.ndarray, np.ndarray, dict[str, bool]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A named way of evaluating CTCLoss-4."""
+
+    name: str
+    description: str
+    evaluate: Evaluate
+
+    def __call__(
+        self, inputs: np.ndarray, sequence_mask: np.ndarray, labels: np.ndarray, **attributes: bool
+    ) -> np.ndarray:
+        return self.evaluate(np.asarray(inputs), np.asarray(sequence_mask), np.asarray(labels), attributes)
+
+
+def _key(
+    inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]
+) -> tuple[str, str, str, Attributes]:
+    return (inputs.dtype.name, mask.dtype.name, labels.dtype.name, tuple(sorted(attributes.items())))
+
+
+def _model_bytes(key: tuple[str, str, str, Attributes]) -> bytes:
+    dtype, mask_dtype, labels_dtype, attributes = key
+    model = export.onnx_model(
+        dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, attributes=dict(attributes)
+    )
+    return bytes(model.SerializeToString())
+
+
+def _feeds(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
+    return {"inputs": inputs, "sequence_mask": mask, "labels": labels}
+
+
+def _reference(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]) -> np.ndarray:
+    return ctc_loss(inputs, mask, labels, **attributes)
+
+
+@cache
+def _ort_session(key: tuple[str, str, str, Attributes]) -> Any:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    return onnxruntime.InferenceSession(_model_bytes(key), options, providers=["CPUExecutionProvider"])
+
+
+def _onnxruntime(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]) -> np.ndarray:
+    session = _ort_session(_key(inputs, mask, labels, attributes))
+    result: np.ndarray = session.run(None, _feeds(inputs, mask, labels))[0]
+    return result
+
+
+@cache
+def _onnx_reference_evaluator(key: tuple[str, str, str, Attributes]) -> Any:
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator(_model_bytes(key))
+
+
+def _onnx_reference(
+    inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]
+) -> np.ndarray:
+    evaluator = _onnx_reference_evaluator(_key(inputs, mask, labels, attributes))
+    with np.errstate(all="ignore"):
+        result: np.ndarray = evaluator.run(None, _feeds(inputs, mask, labels))[0]
+    return result
+
+
+@cache
+def openvino_core() -> Any:
+    """An ``openvino.Core`` with ctcop's extensions added."""
+    import openvino
+
+    from .extensions import openvino_extensions
+
+    core = openvino.Core()
+    core.add_extension(openvino_extensions())
+    return core
+
+
+@cache
+def _openvino_onnx_model(key: tuple[str, str, str, Attributes]) -> Any:
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "ctc_loss.onnx")
+        with open(path, "wb") as file:
+            file.write(_model_bytes(key))
+        return openvino_core().compile_model(openvino_core().read_model(path), "CPU")
+
+
+def _openvino_onnx(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]) -> np.ndarray:
+    compiled = _openvino_onnx_model(_key(inputs, mask, labels, attributes))
+    return np.asarray(compiled([inputs, mask, labels])[0])
+
+
+RUNTIMES: dict[str, Runtime] = {
+    runtime.name: runtime
+    for runtime in (
+        Runtime("reference", "ctcop's exact float64 evaluator", _reference),
+        Runtime(
+            "onnxruntime",
+            "exported ONNX model (model-local function) on onnxruntime's CPU provider",
+            _onnxruntime,
+        ),
+        Runtime("onnx-reference", "exported ONNX model on onnx.reference.ReferenceEvaluator", _onnx_reference),
+        Runtime(
+            "openvino-onnx",
+            "exported ONNX model read by OpenVINO with ctcop's extension, CPU device",
+            _openvino_onnx,
+        ),
+    )
+}
