@@ -4,7 +4,8 @@ The function ``ai.ctcop.CTCLoss`` (version 1) takes the spec's three inputs and 
 computes, in float64 and log space, exactly what :mod:`ctcop.recursion` computes:
 
 * masked frames are replaced by 0 before anything reads them (rule 3.2);
-* log-softmax over the C classes (4.1), non-finite active frames mark their sample NaN (4.4);
+* log-softmax over the C classes as ``(x - max) - ln sum exp(x - max)`` (4.1); non-finite
+  active frames mark their sample NaN (4.4);
 * pads are removed wherever they stand and, if ``preprocess_collapse_repeated``, repeats merged
   (3.3, 3.4), by a stable per-row permutation built with CumSum and ScatterElements;
 * the extended-label lattice of section 4.5 with its stay/skip masks derived arithmetically from
@@ -82,7 +83,7 @@ def _compact(b: _Builder, values: str, keep: str, fill: str, k: dict[str, str]) 
     after = b.op("Add", counts, b.op("Sub", b.op("CumSum", dropped, k["one"]), k["one"]))
     destination = b.op("Where", keep, before, after)
     moved = b.op("ScatterElements", values, destination, values, axis=1)
-    position = b.op("Range", k["zero"], b.op("Shape", values, start=1, end=2), k["one"])
+    position = b.op("Range", k["zero"], b.op("Squeeze", b.op("Shape", values, start=1, end=2), k["axis0"]), k["one"])
     filled = b.op("Where", b.op("Less", position, counts), moved, fill)
     longest = b.op("ReduceMax", b.op("Concat", b.op("Flatten", counts, axis=0), k["zero_1x1"], axis=1))
     longest_1 = b.op("Reshape", longest, k["shape_1"])
@@ -171,7 +172,11 @@ def ctc_loss_function(opset: int = MIN_OPSET) -> onnx.FunctionProto:
     nonfinite_count = b.op(
         "ReduceSum", b.op("Cast", nonfinite, to=TensorProto.INT64), b.const([0, 2], np.int64), keepdims=0
     )
-    log_probs = b.op("LogSoftmax", logits, axis=2)
+    # (x - max) - ln sum exp(x - max), spelled out as in ctcop.recursion: some runtimes' LogSoftmax
+    # is ln(softmax(x)), which underflows to -inf below about -745 (spec 11.4).
+    axis2 = b.const([2], np.int64)
+    centred = b.op("Sub", logits, b.op("ReduceMax", logits, axis2, keepdims=1))
+    log_probs = b.op("Sub", centred, b.op("Log", b.op("ReduceSum", b.op("Exp", centred), axis2, keepdims=1)))
 
     # Targets (3.3, 3.4): remove every pad, then collapse repeats when asked.
     classes = b.op("Shape", x_name, start=2, end=3)
