@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from . import export
+from . import canonical, export
 from .reference import ctc_loss
+from .schema import form
 
 Attributes = tuple[tuple[str, bool], ...]
 Evaluate = Callable[[np.ndarray, np.ndarray, np.ndarray, dict[str, bool]], np.ndarray]
@@ -34,7 +35,8 @@ class Runtime:
     def __call__(
         self, inputs: np.ndarray, sequence_mask: np.ndarray, labels: np.ndarray, **attributes: bool
     ) -> np.ndarray:
-        return self.evaluate(np.asarray(inputs), np.asarray(sequence_mask), np.asarray(labels), attributes)
+        chosen = {**form("time_major").attributes, **attributes}
+        return self.evaluate(np.asarray(inputs), np.asarray(sequence_mask), np.asarray(labels), chosen)
 
 
 def _key(
@@ -116,6 +118,49 @@ def _openvino_onnx(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, att
     return np.asarray(compiled([inputs, mask, labels])[0])
 
 
+@cache
+def _openvino_native_model(dtype: str, attributes: Attributes) -> Any:
+    import openvino
+    import openvino.opset4 as opset4
+
+    flags = dict(attributes)
+    parameters = [
+        opset4.parameter([-1, -1, -1], np.dtype(dtype), name="logits"),
+        opset4.parameter([-1], np.int64, name="logit_length"),
+        opset4.parameter([-1, -1], np.int64, name="labels"),
+        opset4.parameter([-1], np.int64, name="label_length"),
+    ]
+    node = opset4.ctc_loss(
+        *parameters,
+        preprocess_collapse_repeated=flags["preprocess_collapse_repeated"],
+        ctc_merge_repeated=flags["merge_repeated"],
+        unique=False,
+    )
+    return openvino.Core().compile_model(openvino.Model([node], parameters), "CPU")
+
+
+def openvino_native_inputs(
+    inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The released form's inputs for the spec's inputs: layout only (spec 7, last paragraph).
+
+    Logits transposed to [N, T, C], frame counts from the mask, pads moved out of the label rows
+    (stable) and counted. No guard of any kind: what the kernel does with them is its own.
+    """
+    batch = canonical.from_time_major(inputs, mask, labels, preprocess_collapse_repeated=False, merge_repeated=True)
+    frames, n = batch.num_frames, batch.batch_size
+    targets = np.zeros((n, frames), dtype=np.int64)
+    targets[:, : batch.targets.shape[1]] = batch.targets
+    return np.ascontiguousarray(inputs.transpose(1, 0, 2)), batch.lengths, targets, batch.target_lengths
+
+
+def _openvino_native(
+    inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]
+) -> np.ndarray:
+    compiled = _openvino_native_model(inputs.dtype.name, tuple(sorted(attributes.items())))
+    return np.asarray(compiled(list(openvino_native_inputs(inputs, mask, labels)))[0])
+
+
 RUNTIMES: dict[str, Runtime] = {
     runtime.name: runtime
     for runtime in (
@@ -131,5 +176,6 @@ RUNTIMES: dict[str, Runtime] = {
             "exported ONNX model read by OpenVINO with ctcop's extension, CPU device",
             _openvino_onnx,
         ),
+        Runtime("openvino", "OpenVINO's native CTCLoss-4 on the CPU device, layout adapters only", _openvino_native),
     )
 }
