@@ -109,7 +109,8 @@ def _with_function(model: onnx.ModelProto, options: ExportOptions) -> onnx.Model
             helper.make_opsetid(onnx_function.DOMAIN, onnx_function.DOMAIN_VERSION),
         ]
     )
-    model.functions.append(onnx_function.ctc_loss_function(options.opset))
+    compute = "float64" if options.dtype == "float64" else "float32"
+    model.functions.append(onnx_function.ctc_loss_function(options.opset, compute))
     model.ir_version = ONNX_IR_VERSION
     return model
 

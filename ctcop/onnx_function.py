@@ -3,14 +3,16 @@
 The function ``ai.ctcop.CTCLoss`` (version 1) takes the spec's three inputs and two attributes and
 computes, in float64 and log space, exactly what :mod:`ctcop.recursion` computes:
 
-* masked frames are replaced by 0 before anything reads them (rule 3.2);
-* log-softmax over the C classes as ``(x - max) - ln sum exp(x - max)`` (4.1); non-finite
-  active frames mark their sample NaN (4.4);
+* log-softmax over the C classes as ``(x - max) - ln sum exp(x - max)`` (4.1), in float64 for
+  float64 inputs and in float32 otherwise; only the gathered [T, N, S] values go on in float64;
+* a frame is non-finite when its log-sum is NaN or its minimum is infinite; an active
+  non-finite frame makes its sample NaN (4.4); inactive frames are never read (3.2);
 * pads are removed wherever they stand and, if ``preprocess_collapse_repeated``, repeats merged
   (3.3, 3.4), by a stable per-row permutation built with CumSum and ScatterElements;
 * the extended-label lattice of section 4.5 with its stay/skip masks derived arithmetically from
   ``merge_repeated``, so one body serves every attribute value;
-* a Loop over time carries the forward variables [N, S]; inactive frames leave them unchanged.
+* a Loop over time carries the forward variables [N, S] in float64; inactive frames leave them
+  unchanged. Stay and skip moves are masked by adding precomputed 0 / -inf penalties.
 
 The result is cast back to the element type of ``inputs`` with CastLike.
 """
@@ -30,6 +32,8 @@ DOMAIN = "ai.ctcop"
 DOMAIN_VERSION = 1
 OP_TYPE = "CTCLoss"
 MIN_OPSET = 18
+# Frames per Loop iteration: onnxruntime spends most of a short iteration on the Loop itself.
+UNROLL = 5
 
 
 @dataclass
@@ -64,11 +68,10 @@ class _Builder:
         return self.op("Cast", out, to=TensorProto.BOOL)
 
 
-def _shift_right(b: _Builder, values: str, by: int, fill: str) -> str:
+def _shift_right(b: _Builder, values: str, by: int, fill: str, k: dict[str, str]) -> str:
     """``out[:, s] = values[:, s - by]``, ``fill`` where s < by (any width, including 0)."""
-    pads = b.const([0, by, 0, 0], np.int64)
-    padded = b.op("Pad", values, pads, fill)
-    return b.op("Slice", padded, b.const([0], np.int64), b.const([-by], np.int64), b.const([1], np.int64))
+    padded = b.op("Pad", values, k[f"pad_left_{by}"], fill)
+    return b.op("Slice", padded, k["zero_1"], k[f"minus_{by}"], k["one_1"])
 
 
 def _compact(b: _Builder, values: str, keep: str, fill: str, k: dict[str, str]) -> tuple[str, str]:
@@ -81,14 +84,17 @@ def _compact(b: _Builder, values: str, keep: str, fill: str, k: dict[str, str]) 
     before = b.op("Sub", b.op("CumSum", kept, k["one"]), k["one"])
     dropped = b.op("Sub", k["one"], kept)
     after = b.op("Add", counts, b.op("Sub", b.op("CumSum", dropped, k["one"]), k["one"]))
-    destination = b.op("Where", keep, before, after)
-    moved = b.op("ScatterElements", values, destination, values, axis=1)
-    position = b.op("Range", k["zero"], b.op("Squeeze", b.op("Shape", values, start=1, end=2), k["axis0"]), k["one"])
-    filled = b.op("Where", b.op("Less", position, counts), moved, fill)
+    moved = b.op("ScatterElements", values, b.op("Where", keep, before, after), values, axis=1)
+    filled = b.op("Where", b.op("Less", _positions(b, values, k), counts), moved, fill)
     longest = b.op("ReduceMax", b.op("Concat", b.op("Flatten", counts, axis=0), k["zero_1x1"], axis=1))
-    longest_1 = b.op("Reshape", longest, k["shape_1"])
-    trimmed = b.op("Slice", filled, k["zero_1"], longest_1, k["one_1"])
+    trimmed = b.op("Slice", filled, k["zero_1"], b.op("Reshape", longest, k["one_1"]), k["one_1"])
     return trimmed, b.op("Squeeze", counts, k["axis1"])
+
+
+def _positions(b: _Builder, values: str, k: dict[str, str]) -> str:
+    """0, 1, ..., W-1 for [N, W] ``values``."""
+    width = b.op("Squeeze", b.op("Shape", values, start=1, end=2), k["axis0"])
+    return b.op("Range", k["zero"], width, k["one"])
 
 
 def _interleave(b: _Builder, values: str, between: str, first: str) -> str:
@@ -98,7 +104,7 @@ def _interleave(b: _Builder, values: str, between: str, first: str) -> str:
     pairs = b.op("Concat", column, other, axis=2)
     n = b.op("Shape", values, start=0, end=1)
     width = b.op("Mul", b.op("Shape", values, start=1, end=2), b.const([2], np.int64))
-    flat = b.op("Reshape", pairs, b.op("Concat", n, width, axis=0))
+    flat = b.op("Reshape", pairs, b.op("Concat", n, width, axis=0), allowzero=1)
     head = b.op("Expand", first, b.op("Concat", n, b.const([1], np.int64), axis=0))
     return b.op("Concat", head, flat, axis=1)
 
@@ -110,17 +116,25 @@ def _logsumexp(b: _Builder, terms: list[str], k: dict[str, str]) -> str:
     return b.op("Add", safe, b.op("Log", total))
 
 
-def _loop_body(k: dict[str, str], names: dict[str, str]) -> onnx.GraphProto:
-    """One frame of the forward recursion (spec 4.5) as a Loop body."""
+def _loop_body(k: dict[str, str], emissions: str, active: str, penalties: tuple[str, str]) -> onnx.GraphProto:
+    """UNROLL frames of the forward recursion (spec 4.5) as one Loop iteration.
+
+    Constants come from the outer scope. A Loop, not a Scan: onnxruntime's Scan fails on a
+    zero-length scan axis (T = 0). ``emissions`` and ``active`` are [T', UNROLL, N, ...] blocks.
+    """
     b = _Builder("step_")
+    stay_penalty, skip_penalty = penalties
+    block = b.op("Gather", emissions, "t", axis=0)
+    flags = b.op("Gather", active, "t", axis=0)
     alpha = "alpha_in"
-    stay = b.op("Where", names["stay"], alpha, k["neg_inf"])
-    step = _shift_right(b, alpha, 1, k["neg_inf"])
-    skip = b.op("Where", names["skip"], _shift_right(b, alpha, 2, k["neg_inf"]), k["neg_inf"])
-    emitted = b.op("Gather", names["emissions"], "t", axis=0)
-    moved = b.op("Add", _logsumexp(b, [stay, step, skip], k), emitted)
-    active = b.op("Unsqueeze", b.op("Less", "t", names["lengths"]), k["axis1"])
-    b.nodes.append(helper.make_node("Where", [active, moved, alpha], ["alpha_out"]))
+    for offset in range(UNROLL):
+        where = b.const(offset, np.int64)
+        stay = b.op("Add", alpha, stay_penalty)
+        step = _shift_right(b, alpha, 1, k["neg_inf"], k)
+        skip = b.op("Add", _shift_right(b, alpha, 2, k["neg_inf"], k), skip_penalty)
+        moved = b.op("Add", _logsumexp(b, [stay, step, skip], k), b.op("Gather", block, where, axis=0))
+        alpha = b.op("Where", b.op("Gather", flags, where, axis=0), moved, alpha)
+    b.nodes.append(helper.make_node("Identity", [alpha], ["alpha_out"]))
     b.nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
     double = TensorProto.DOUBLE
     return helper.make_graph(
@@ -129,7 +143,7 @@ def _loop_body(k: dict[str, str], names: dict[str, str]) -> onnx.GraphProto:
         [
             helper.make_tensor_value_info("t", TensorProto.INT64, []),
             helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-            helper.make_tensor_value_info(alpha, double, ["N", "S"]),
+            helper.make_tensor_value_info("alpha_in", double, ["N", "S"]),
         ],
         [
             helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
@@ -138,8 +152,16 @@ def _loop_body(k: dict[str, str], names: dict[str, str]) -> onnx.GraphProto:
     )
 
 
-def ctc_loss_function(opset: int = MIN_OPSET) -> onnx.FunctionProto:
-    """The model-local function ``ai.ctcop.CTCLoss`` over standard ONNX operators of ``opset``."""
+def _penalty(b: _Builder, allowed: str, k: dict[str, str]) -> str:
+    return b.op("Where", allowed, k["zero_f"], k["neg_inf"])
+
+
+def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.FunctionProto:
+    """The model-local function ``ai.ctcop.CTCLoss`` over standard ONNX operators of ``opset``.
+
+    ``compute`` ("float32" or "float64") is the type of the log-softmax over all C classes; the
+    recursion is always float64. The exporters pass float64 for float64 models only.
+    """
     spec = form("time_major")
     x_name, mask_name, labels_name = (p.name for p in spec.inputs)
     b = _Builder("")
@@ -150,75 +172,73 @@ def ctc_loss_function(opset: int = MIN_OPSET) -> onnx.FunctionProto:
         "zero_1": b.const([0], np.int64),
         "one_1": b.const([1], np.int64),
         "zero_1x1": b.const([[0]], np.int64),
-        "shape_1": b.const([1], np.int64),
         "axis0": b.const([0], np.int64),
         "axis1": b.const([1], np.int64),
+        "axis2": b.const([2], np.int64),
+        "pad_left_1": b.const([0, 1, 0, 0], np.int64),
+        "pad_left_2": b.const([0, 2, 0, 0], np.int64),
+        "minus_1": b.const([-1], np.int64),
+        "minus_2": b.const([-2], np.int64),
         "zero_f": b.const(0.0, f64),
         "neg_inf": b.const(-np.inf, f64),
     }
     collapse = b.flag("preprocess_collapse_repeated")
     merge = b.flag("merge_repeated")
 
-    # Frames (3.2, 4.1, 4.4): zero the masked frames, log-softmax in float64, flag non-finite samples.
+    # Frames (3.2, 4.1, 4.4): active flags, the log-softmax terms, non-finite frames.
     active = b.op("Cast", mask_name, to=TensorProto.BOOL)
-    lengths = b.op("ReduceSum", b.op("Cast", active, to=TensorProto.INT64), k["axis0"], keepdims=0)
-    logits = b.op(
-        "Where",
-        b.op("Unsqueeze", active, b.const([2], np.int64)),
-        b.op("Cast", x_name, to=TensorProto.DOUBLE),
-        k["zero_f"],
-    )
-    nonfinite = b.op("Or", b.op("IsNaN", logits), b.op("IsInf", logits))
-    nonfinite_count = b.op(
-        "ReduceSum", b.op("Cast", nonfinite, to=TensorProto.INT64), b.const([0, 2], np.int64), keepdims=0
-    )
-    # (x - max) - ln sum exp(x - max), spelled out as in ctcop.recursion: some runtimes' LogSoftmax
-    # is ln(softmax(x)), which underflows to -inf below about -745 (spec 11.4).
-    axis2 = b.const([2], np.int64)
-    centred = b.op("Sub", logits, b.op("ReduceMax", logits, axis2, keepdims=1))
-    log_probs = b.op("Sub", centred, b.op("Log", b.op("ReduceSum", b.op("Exp", centred), axis2, keepdims=1)))
+    logits = b.op("Cast", x_name, to=helper.np_dtype_to_tensor_dtype(np.dtype(compute)))
+    centred = b.op("Sub", logits, b.op("ReduceMax", logits, k["axis2"], keepdims=1))
+    log_sum = b.op("Log", b.op("ReduceSum", b.op("Exp", centred), k["axis2"], keepdims=1))
+    smallest = b.op("ReduceMin", logits, k["axis2"], keepdims=1)
+    nonfinite = b.op("Squeeze", b.op("Or", b.op("IsNaN", log_sum), b.op("IsInf", smallest)), k["axis2"])
+    nonfinite_active = b.op("Cast", b.op("And", nonfinite, active), to=TensorProto.INT64)
+    nonfinite_count = b.op("ReduceSum", nonfinite_active, k["axis0"], keepdims=0)
 
     # Targets (3.3, 3.4): remove every pad, then collapse repeats when asked.
     classes = b.op("Shape", x_name, start=2, end=3)
     blank = b.op("Sub", b.op("Squeeze", classes, k["axis0"]), k["one"])
     labels = b.op("Cast", labels_name, to=TensorProto.INT64)
-    targets, target_lengths = _compact(b, labels, b.op("Not", b.op("Equal", labels, b.const(-1, np.int64))), blank, k)
-    previous = _shift_right(b, targets, 1, b.const(-1, np.int64))
-    width = b.op("Shape", targets, start=1, end=2)
-    in_target = b.op(
-        "Less",
-        b.op("Range", k["zero"], b.op("Squeeze", width, k["axis0"]), k["one"]),
-        b.op("Unsqueeze", target_lengths, k["axis1"]),
-    )
-    starts_run = b.op("Not", b.op("Equal", targets, previous))
+    is_pad = b.op("Equal", labels, b.const(-1, np.int64))
+    targets, target_lengths = _compact(b, labels, b.op("Not", is_pad), blank, k)
+    in_target = b.op("Less", _positions(b, targets, k), b.op("Unsqueeze", target_lengths, k["axis1"]))
+    starts_run = b.op("Not", b.op("Equal", targets, _shift_right(b, targets, 1, b.const(-1, np.int64), k)))
     keep = b.op("And", in_target, b.op("Or", b.op("Not", collapse), starts_run))
     targets, target_lengths = _compact(b, targets, keep, blank, k)
 
     # Lattice (4.5): classes of the 2L+1 states, label-state flags, allowed stay/skip moves.
     states = _interleave(b, targets, blank, blank)
-    width = b.op("Shape", targets, start=1, end=2)
-    real = b.op(
-        "Less",
-        b.op("Range", k["zero"], b.op("Squeeze", width, k["axis0"]), k["one"]),
-        b.op("Unsqueeze", target_lengths, k["axis1"]),
-    )
+    real = b.op("Less", _positions(b, targets, k), b.op("Unsqueeze", target_lengths, k["axis1"]))
     false = b.const(False, np.bool_)
     is_label = _interleave(b, real, false, false)
-    merge_or_blank = b.op("Or", merge, b.op("Not", is_label))
-    differs = b.op("Not", b.op("Equal", states, _shift_right(b, states, 2, b.const(-1, np.int64))))
+    stay = b.op("Or", merge, b.op("Not", is_label))
+    differs = b.op("Not", b.op("Equal", states, _shift_right(b, states, 2, b.const(-1, np.int64), k)))
     skip = b.op("And", is_label, b.op("Or", b.op("Not", merge), differs))
 
-    # Emissions [T, N, S] and the forward Loop.
+    # Emissions [T, N, S] in float64, then the forward Loop over time.
     frame_shape = b.op("Shape", x_name, start=0, end=2)
     state_count = b.op("Shape", states, start=1, end=2)
     index = b.op("Expand", b.op("Unsqueeze", states, k["axis0"]), b.op("Concat", frame_shape, state_count, axis=0))
-    emissions = b.op("GatherElements", log_probs, index, axis=2)
-    state_index = b.op("Range", k["zero"], b.op("Squeeze", state_count, k["axis0"]), k["one"])
+    gathered = b.op("Sub", b.op("GatherElements", centred, index, axis=2), log_sum)
+    emissions = b.op("Cast", gathered, to=TensorProto.DOUBLE)
+    state_index = _positions(b, states, k)
     start = b.op("Where", b.op("Equal", state_index, k["zero"]), k["zero_f"], k["neg_inf"])
     alpha0 = b.op("Expand", start, b.op("Concat", b.op("Shape", x_name, start=1, end=2), state_count, axis=0))
-    frames = b.op("Squeeze", b.op("Shape", x_name, start=0, end=1), k["axis0"])
-    body = _loop_body(k, {"stay": merge_or_blank, "skip": skip, "emissions": emissions, "lengths": lengths})
-    alpha = b.op("Loop", frames, b.const(True, np.bool_), alpha0, body=body)
+    # Frames are padded to a multiple of UNROLL with inactive frames and cut into blocks.
+    frames = b.op("Shape", x_name, start=0, end=1)
+    blocks = b.op("Div", b.op("Add", frames, b.const([UNROLL - 1], np.int64)), b.const([UNROLL], np.int64))
+    extra = b.op("Sub", b.op("Mul", blocks, b.const([UNROLL], np.int64)), frames)
+    pad_frames = b.op("Concat", k["zero_1"], k["zero_1"], k["zero_1"], extra, k["zero_1"], k["zero_1"], axis=0)
+    unroll = b.const([UNROLL], np.int64)
+
+    def in_blocks(values: str, fill: str) -> str:
+        shape = b.op("Concat", blocks, unroll, b.op("Shape", values, start=1), axis=0)
+        return b.op("Reshape", b.op("Pad", values, pad_frames, fill), shape, allowzero=1)
+
+    emission_blocks = in_blocks(emissions, k["zero_f"])
+    active_blocks = in_blocks(b.op("Unsqueeze", active, k["axis2"]), false)
+    body = _loop_body(k, emission_blocks, active_blocks, (_penalty(b, stay, k), _penalty(b, skip, k)))
+    alpha = b.op("Loop", b.op("Squeeze", blocks, k["axis0"]), b.const(True, np.bool_), alpha0, body=body)
 
     # Read-out (4.3, 4.4): ln of the mass on states 2L and 2L-1, then NaN for non-finite samples.
     last = b.op("Unsqueeze", b.op("Mul", target_lengths, b.const(2, np.int64)), k["axis1"])
