@@ -29,11 +29,52 @@ def _example(_: argparse.Namespace) -> int:
     return 0
 
 
+def _dims(text: str) -> tuple[int | str, ...]:
+    return tuple(int(part) if part.strip().lstrip("-").isdigit() else part.strip() for part in text.split(","))
+
+
+def _export(args: argparse.Namespace) -> int:
+    """Write the op (or a model with the op attached) as ONNX."""
+    from . import export
+
+    attributes = {
+        "preprocess_collapse_repeated": args.preprocess_collapse_repeated,
+        "merge_repeated": not args.no_merge_repeated,
+    }
+    common = {
+        "mask_dtype": args.mask_dtype,
+        "labels_dtype": args.labels_dtype,
+        "attributes": attributes,
+        "opset": args.opset,
+    }
+    if args.attach:
+        model = export.attach_onnx(export.load_onnx(args.attach), args.logits_output, **common)
+    else:
+        model = export.onnx_model(dtype=args.dtype, dims=_dims(args.dims), **common)
+    export.save_onnx(model, args.output)
+    print(f"wrote {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctcop", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     example = commands.add_parser("example", help="evaluate the spec's worked examples")
     example.set_defaults(run=_example)
+
+    exporter = commands.add_parser("export", help="write CTCLoss-4 as an ONNX model, or attach it to one")
+    exporter.add_argument("--format", choices=["onnx"], default="onnx")
+    exporter.add_argument("-o", "--output", required=True, help="file to write")
+    exporter.add_argument("--dtype", default="float32", help="logits element type: float16, float32, float64")
+    exporter.add_argument("--mask-dtype", default="int32")
+    exporter.add_argument("--labels-dtype", default="int64")
+    exporter.add_argument("--dims", default="T,N,C", help="T,N,C: each a number or a symbolic name")
+    exporter.add_argument("--preprocess-collapse-repeated", action="store_true")
+    exporter.add_argument("--no-merge-repeated", action="store_true")
+    exporter.add_argument("--opset", type=int, default=18)
+    exporter.add_argument("--attach", metavar="MODEL", help="add the loss to this model instead")
+    exporter.add_argument("--logits-output", default="logits", help="with --attach: the [T,N,C] output")
+    exporter.set_defaults(run=_export)
     return parser
 
 

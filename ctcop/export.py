@@ -85,6 +85,22 @@ class ExportOptions:
         return cls(dtype, mask_dtype, labels_dtype, dims, tuple(chosen.items()), opset)
 
 
+def load_onnx(path: str) -> onnx.ModelProto:
+    """Read an ONNX model from an untrusted file; any failure is an :class:`InvalidInputError`."""
+    try:
+        return onnx.load(path)
+    except Exception as error:  # OSError, protobuf's DecodeError, ...: all mean "not a readable model"
+        raise InvalidInputError("model", f"cannot read {path!r} as ONNX: {type(error).__name__}: {error}") from None
+
+
+def save_onnx(model: onnx.ModelProto, path: str) -> None:
+    """Write ``model``; an unwritable path is an :class:`InvalidInputError`."""
+    try:
+        onnx.save(model, path)
+    except OSError as error:
+        raise InvalidInputError("output", f"cannot write {path!r}: {error.strerror}") from None
+
+
 def _value_info(name: str, elem_type: int, dims: list[Dim]) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, elem_type, dims)
 

@@ -1,0 +1,54 @@
+"""The ctcop command line, run as a user runs it (a subprocess of `python -m ctcop`)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+
+import ctcop
+
+
+def ctcop_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_example_prints_the_worked_examples() -> None:
+    result = ctcop_cli("example")
+    assert result.returncode == 0
+    assert "1.081755171601687" in result.stdout  # -ln 0.339
+    assert result.stdout.count("8.280383449338212") == 2  # ctcop and 9 ln 5 - ln 495
+
+
+def test_export_writes_a_runnable_model(tmp_path) -> None:
+    path = tmp_path / "ctc.onnx"
+    result = ctcop_cli("export", "-o", str(path), "--dims", "6,N,4", "--dtype", "float64", "--no-merge-repeated")
+    assert result.returncode == 0, result.stderr
+    model = onnx.load(path)
+    assert {a.name: a.i for a in model.graph.node[0].attribute}["merge_repeated"] == 0
+    inputs = np.random.default_rng(0).normal(size=(6, 2, 4))
+    mask = np.ones((6, 2), np.int32)
+    labels = np.array([[0, 0, -1, -1, -1, -1], [2, -1, 1, -1, -1, -1]])
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (loss,) = session.run(None, {"inputs": inputs, "sequence_mask": mask, "labels": labels})
+    np.testing.assert_allclose(loss, ctcop.ctc_loss(inputs, mask, labels, merge_repeated=False), rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["export", "-o", "{tmp}/x.onnx", "--dtype", "int8"], "dtype: unknown element type 'int8'"),
+        (["export", "-o", "{tmp}/x.onnx", "--dims=-3,N,C"], "dims: T = -3 is negative"),
+        (["export", "-o", "{tmp}/x.onnx", "--attach", "{tmp}/missing.onnx"], "model: cannot read"),
+        (["export", "-o", "{tmp}/x.onnx", "--attach", "{tmp}/junk.onnx"], "model: cannot read"),
+        (["export", "-o", "{tmp}/no/such/dir/x.onnx"], "output: cannot write"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args: list[str], message: str) -> None:
+    (tmp_path / "junk.onnx").write_bytes(b"\x08\x96\x01garbage")
+    result = ctcop_cli(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and message in result.stderr
+    assert result.stderr.startswith("ctcop: invalid input: ")
