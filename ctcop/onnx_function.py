@@ -34,6 +34,8 @@ OP_TYPE = "CTCLoss"
 MIN_OPSET = 18
 # Frames per Loop iteration: onnxruntime spends most of a short iteration on the Loop itself.
 UNROLL = 5
+# ln 0 inside the Loop of float32 models (see ctc_loss_function).
+LOG_ZERO = -1e300
 
 
 @dataclass
@@ -68,10 +70,10 @@ class _Builder:
         return self.op("Cast", out, to=TensorProto.BOOL)
 
 
-def _shift_right(b: _Builder, values: str, by: int, fill: str, k: dict[str, str]) -> str:
-    """``out[:, s] = values[:, s - by]``, ``fill`` where s < by (any width, including 0)."""
-    padded = b.op("Pad", values, k[f"pad_left_{by}"], fill)
-    return b.op("Slice", padded, k["zero_1"], k[f"minus_{by}"], k["one_1"])
+def _shift_right(b: _Builder, values: str, by: int, fill: str, k: dict[str, str], rank: int = 2) -> str:
+    """``out[..., s] = values[..., s - by]`` on the last axis, ``fill`` where s < by (any width)."""
+    padded = b.op("Pad", values, k[f"pad{rank}_left_{by}"], fill)
+    return b.op("Slice", padded, k["zero_1"], k[f"minus_{by}"], k[f"last_axis{rank}"])
 
 
 def _compact(b: _Builder, values: str, keep: str, fill: str, k: dict[str, str]) -> tuple[str, str]:
@@ -116,26 +118,47 @@ def _logsumexp(b: _Builder, terms: list[str], k: dict[str, str]) -> str:
     return b.op("Add", safe, b.op("Log", total))
 
 
-def _loop_body(k: dict[str, str], emissions: str, active: str, penalties: tuple[str, str]) -> onnx.GraphProto:
+def _frame_logsumexp(b: _Builder, terms: str, compute: int, guard_inf: bool, k: dict[str, str]) -> str:
+    """ln sum_j exp(terms[j]) over axis 0 of [3, S, N] -> [S, N], float64.
+
+    The maximum stays in float64; the bounded remainder ln sum exp(x_j - max), in [0, ln 3], is
+    computed in ``compute`` (float32 for float32 models: vectorised, error about 1e-7 per frame).
+    ``guard_inf`` handles all-(-inf) columns; without it log-zero must be finite.
+    """
+    top = b.op("ReduceMax", terms, k["axis0"], keepdims=0)
+    if guard_inf:
+        top = b.op("Where", b.op("IsInf", top), k["zero_f"], top)
+    centred = b.op("Cast", b.op("Sub", terms, top), to=compute)
+    rest = b.op("Log", b.op("ReduceSum", b.op("Exp", centred), k["axis0"], keepdims=0))
+    return b.op("Add", top, b.op("Cast", rest, to=TensorProto.DOUBLE))
+
+
+def _loop_body(
+    k: dict[str, str], emissions: str, moves: tuple[tuple[str, str], str, str], compute: int, guard_inf: bool
+) -> onnx.GraphProto:
     """UNROLL frames of the forward recursion (spec 4.5) as one Loop iteration.
 
-    Constants come from the outer scope. A Loop, not a Scan: onnxruntime's Scan fails on a
-    zero-length scan axis (T = 0). ``emissions`` and ``active`` are [T', UNROLL, N, ...] blocks.
+    The forward variables are carried states-first, [S, N]. ``moves`` = (pad, sources,
+    penalties): the state axis is padded by two log-zero rows, ``sources`` [3, S] picks for every
+    state s the rows of s (stay), s-1 (step) and s-2 (skip), and ``penalties`` [3, S, N] adds 0
+    or log-zero for moves the lattice forbids. Every frame's result is a scan output; frames past
+    a sample's end are computed too but never read; the UNROLL results of an iteration leave as one
+    [UNROLL * S, N] scan output. A Loop, not a Scan: onnxruntime's Scan fails on a zero-length
+    scan axis (T = 0). ``emissions`` is [T', UNROLL, S, N].
     """
     b = _Builder("step_")
-    stay_penalty, skip_penalty = penalties
+    pad, sources, penalties = moves
     block = b.op("Gather", emissions, "t", axis=0)
-    flags = b.op("Gather", active, "t", axis=0)
     alpha = "alpha_in"
+    scanned = []
     for offset in range(UNROLL):
-        where = b.const(offset, np.int64)
-        stay = b.op("Add", alpha, stay_penalty)
-        step = _shift_right(b, alpha, 1, k["neg_inf"], k)
-        skip = b.op("Add", _shift_right(b, alpha, 2, k["neg_inf"], k), skip_penalty)
-        moved = b.op("Add", _logsumexp(b, [stay, step, skip], k), b.op("Gather", block, where, axis=0))
-        alpha = b.op("Where", b.op("Gather", flags, where, axis=0), moved, alpha)
+        terms = b.op("Add", b.op("Gather", b.op("Pad", alpha, pad[0], pad[1]), sources, axis=0), penalties)
+        emitted = b.op("Gather", block, b.const(offset, np.int64), axis=0)
+        alpha = b.op("Add", _frame_logsumexp(b, terms, compute, guard_inf, k), emitted)
+        scanned.append(alpha)
     b.nodes.append(helper.make_node("Identity", [alpha], ["alpha_out"]))
     b.nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    b.nodes.append(helper.make_node("Concat", scanned, ["frames_out"], axis=0))
     double = TensorProto.DOUBLE
     return helper.make_graph(
         b.nodes,
@@ -143,17 +166,18 @@ def _loop_body(k: dict[str, str], emissions: str, active: str, penalties: tuple[
         [
             helper.make_tensor_value_info("t", TensorProto.INT64, []),
             helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("alpha_in", double, ["N", "S"]),
+            helper.make_tensor_value_info("alpha_in", double, ["S", "N"]),
         ],
         [
             helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("alpha_out", double, ["N", "S"]),
+            helper.make_tensor_value_info("alpha_out", double, ["S", "N"]),
+            helper.make_tensor_value_info("frames_out", double, ["US", "N"]),
         ],
     )
 
 
-def _penalty(b: _Builder, allowed: str, k: dict[str, str]) -> str:
-    return b.op("Where", allowed, k["zero_f"], k["neg_inf"])
+def _penalty(b: _Builder, allowed: str, log_zero: str, k: dict[str, str]) -> str:
+    return b.op("Where", allowed, k["zero_f"], log_zero)
 
 
 def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.FunctionProto:
@@ -175,8 +199,10 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
         "axis0": b.const([0], np.int64),
         "axis1": b.const([1], np.int64),
         "axis2": b.const([2], np.int64),
-        "pad_left_1": b.const([0, 1, 0, 0], np.int64),
-        "pad_left_2": b.const([0, 2, 0, 0], np.int64),
+        "pad2_left_1": b.const([0, 1, 0, 0], np.int64),
+        "pad2_left_2": b.const([0, 2, 0, 0], np.int64),
+        "last_axis2": b.const([1], np.int64),
+        "pad_states": b.const([2, 0, 0, 0], np.int64),
         "minus_1": b.const([-1], np.int64),
         "minus_2": b.const([-2], np.int64),
         "zero_f": b.const(0.0, f64),
@@ -215,30 +241,60 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     differs = b.op("Not", b.op("Equal", states, _shift_right(b, states, 2, b.const(-1, np.int64), k)))
     skip = b.op("And", is_label, b.op("Or", b.op("Not", merge), differs))
 
-    # Emissions [T, N, S] in float64, then the forward Loop over time.
+    # Emissions [T, S, N] in float64 (states first, like the forward variables).
     frame_shape = b.op("Shape", x_name, start=0, end=2)
     state_count = b.op("Shape", states, start=1, end=2)
     index = b.op("Expand", b.op("Unsqueeze", states, k["axis0"]), b.op("Concat", frame_shape, state_count, axis=0))
     gathered = b.op("Sub", b.op("GatherElements", centred, index, axis=2), log_sum)
-    emissions = b.op("Cast", gathered, to=TensorProto.DOUBLE)
+    emissions = b.op("Transpose", b.op("Cast", gathered, to=TensorProto.DOUBLE), perm=[0, 2, 1])
+
+    # The forward Loop (4.5). float32 models use a finite log-zero, -1e300: no float32 input can
+    # give a log-probability anywhere near it, and it spares the per-frame -inf guard.
+    guard_inf = compute == "float64"
+    log_zero = k["neg_inf"] if guard_inf else b.const(LOG_ZERO, f64)
     state_index = _positions(b, states, k)
-    start = b.op("Where", b.op("Equal", state_index, k["zero"]), k["zero_f"], k["neg_inf"])
-    alpha0 = b.op("Expand", start, b.op("Concat", b.op("Shape", x_name, start=1, end=2), state_count, axis=0))
-    # Frames are padded to a multiple of UNROLL with inactive frames and cut into blocks.
+    first = b.op("Where", b.op("Equal", state_index, k["zero"]), k["zero_f"], log_zero)
+    alpha0 = b.op(
+        "Expand",
+        b.op("Unsqueeze", first, k["axis1"]),
+        b.op("Concat", state_count, b.op("Shape", x_name, start=1, end=2), axis=0),
+    )
+    sources = b.op(
+        "Concat",
+        *(b.op("Unsqueeze", b.op("Add", state_index, b.const(shift, np.int64)), k["axis0"]) for shift in (2, 1, 0)),
+        axis=0,
+    )
+    zeros = b.op("Expand", k["zero_f"], b.op("Shape", alpha0))
+    move_penalties = [_penalty(b, b.op("Transpose", stay, perm=[1, 0]), log_zero, k), zeros]
+    move_penalties.append(_penalty(b, b.op("Transpose", skip, perm=[1, 0]), log_zero, k))
+    penalties = b.op("Concat", *(b.op("Unsqueeze", term, k["axis0"]) for term in move_penalties), axis=0)
+    # Frames are padded to a multiple of UNROLL (those frames are never read) and cut into blocks.
     frames = b.op("Shape", x_name, start=0, end=1)
-    blocks = b.op("Div", b.op("Add", frames, b.const([UNROLL - 1], np.int64)), b.const([UNROLL], np.int64))
-    extra = b.op("Sub", b.op("Mul", blocks, b.const([UNROLL], np.int64)), frames)
-    pad_frames = b.op("Concat", k["zero_1"], k["zero_1"], k["zero_1"], extra, k["zero_1"], k["zero_1"], axis=0)
     unroll = b.const([UNROLL], np.int64)
-
-    def in_blocks(values: str, fill: str) -> str:
-        shape = b.op("Concat", blocks, unroll, b.op("Shape", values, start=1), axis=0)
-        return b.op("Reshape", b.op("Pad", values, pad_frames, fill), shape, allowzero=1)
-
-    emission_blocks = in_blocks(emissions, k["zero_f"])
-    active_blocks = in_blocks(b.op("Unsqueeze", active, k["axis2"]), false)
-    body = _loop_body(k, emission_blocks, active_blocks, (_penalty(b, stay, k), _penalty(b, skip, k)))
-    alpha = b.op("Loop", b.op("Squeeze", blocks, k["axis0"]), b.const(True, np.bool_), alpha0, body=body)
+    # At least one block: onnx.reference returns a 0-d placeholder for scan outputs of an empty Loop.
+    blocks = b.op("Max", b.op("Div", b.op("Add", frames, b.const([UNROLL - 1], np.int64)), unroll), k["one_1"])
+    extra = b.op("Sub", b.op("Mul", blocks, unroll), frames)
+    pad_frames = b.op("Concat", k["zero_1"], k["zero_1"], k["zero_1"], extra, k["zero_1"], k["zero_1"], axis=0)
+    block_shape = b.op("Concat", blocks, unroll, b.op("Shape", emissions, start=1), axis=0)
+    emission_blocks = b.op("Reshape", b.op("Pad", emissions, pad_frames, k["zero_f"]), block_shape, allowzero=1)
+    moves = ((k["pad_states"], log_zero), sources, penalties)
+    compute_type = helper.np_dtype_to_tensor_dtype(np.dtype(compute))
+    body = _loop_body(k, emission_blocks, moves, compute_type, guard_inf)
+    final, per_block = b.fresh("final"), b.fresh("frames")
+    trips = b.op("Squeeze", blocks, k["axis0"])
+    b.nodes.append(helper.make_node("Loop", [trips, b.const(True, np.bool_), alpha0], [final, per_block], body=body))
+    # Forward variables after every frame, [1 + T', S, N] with row 0 before any frame; then each
+    # sample's row at its own frame count (the mask's column sum). The explicit shape makes the
+    # result independent of whether a runtime stacks scan outputs (onnxruntime, the ONNX spec's
+    # shape inference) or concatenates them (onnx.reference's vstack).
+    flat_shape = b.op("Concat", b.op("Mul", blocks, unroll), b.op("Shape", emissions, start=1), axis=0)
+    history = b.op(
+        "Concat", b.op("Unsqueeze", alpha0, k["axis0"]), b.op("Reshape", per_block, flat_shape, allowzero=1), axis=0
+    )
+    lengths = b.op("ReduceSum", b.op("Cast", active, to=TensorProto.INT64), k["axis0"], keepdims=0)
+    at_end = b.op("Expand", b.op("Unsqueeze", lengths, b.const([0, 1], np.int64)), b.op("Shape", alpha0))
+    reached = b.op("GatherElements", history, at_end, axis=0)
+    alpha = b.op("Transpose", b.op("Squeeze", reached, k["axis0"]), perm=[1, 0])
 
     # Read-out (4.3, 4.4): ln of the mass on states 2L and 2L-1, then NaN for non-finite samples.
     last = b.op("Unsqueeze", b.op("Mul", target_lengths, b.const(2, np.int64)), k["axis1"])
@@ -246,6 +302,7 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     before = b.op("GatherElements", alpha, b.op("Max", b.op("Sub", last, k["one"]), k["zero"]), axis=1)
     before = b.op("Where", b.op("Greater", last, k["zero"]), before, k["neg_inf"])
     loss = b.op("Neg", b.op("Squeeze", _logsumexp(b, [on_last, before], k), k["axis1"]))
+    loss = b.op("Where", b.op("Greater", loss, b.const(-LOG_ZERO / 10, f64)), b.const(np.inf, f64), loss)
     loss = b.op("Where", b.op("Greater", nonfinite_count, k["zero"]), b.const(np.nan, f64), loss)
     b.nodes.append(helper.make_node("CastLike", [loss, x_name], [spec.outputs[0].name]))
 
