@@ -34,24 +34,27 @@ def _dims(text: str) -> tuple[int | str, ...]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    """Write the op (or a model with the op attached) as ONNX."""
+    """Write the op, or a model with the op attached, as ONNX or OpenVINO IR."""
     from . import export
 
     attributes = {
         "preprocess_collapse_repeated": args.preprocess_collapse_repeated,
         "merge_repeated": not args.no_merge_repeated,
     }
-    common = {
-        "mask_dtype": args.mask_dtype,
-        "labels_dtype": args.labels_dtype,
-        "attributes": attributes,
-        "opset": args.opset,
-    }
-    if args.attach:
-        model = export.attach_onnx(export.load_onnx(args.attach), args.logits_output, **common)
+    common = {"mask_dtype": args.mask_dtype, "labels_dtype": args.labels_dtype, "attributes": attributes}
+    if args.format == "onnx":
+        if args.attach:
+            model = export.attach_onnx(export.load_onnx(args.attach), args.logits_output, opset=args.opset, **common)
+        else:
+            model = export.onnx_model(dtype=args.dtype, dims=_dims(args.dims), opset=args.opset, **common)
+        export.save_onnx(model, args.output)
     else:
-        model = export.onnx_model(dtype=args.dtype, dims=_dims(args.dims), **common)
-    export.save_onnx(model, args.output)
+        if args.attach:
+            logits: str | int = int(args.logits_output) if args.logits_output.isdigit() else args.logits_output
+            model = export.attach_openvino(export.load_ir(args.attach), logits, form=args.form, **common)
+        else:
+            model = export.ir_model(form=args.form, dtype=args.dtype, dims=_dims(args.dims), **common)
+        export.save_ir(model, args.output)
     print(f"wrote {args.output}")
     return 0
 
@@ -62,8 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     example = commands.add_parser("example", help="evaluate the spec's worked examples")
     example.set_defaults(run=_example)
 
-    exporter = commands.add_parser("export", help="write CTCLoss-4 as an ONNX model, or attach it to one")
-    exporter.add_argument("--format", choices=["onnx"], default="onnx")
+    exporter = commands.add_parser("export", help="write CTCLoss-4 as ONNX or OpenVINO IR, or attach it to a model")
+    exporter.add_argument("--format", choices=["onnx", "ir"], default="onnx")
+    exporter.add_argument(
+        "--form", choices=["lowered", "custom"], default="lowered", help="IR only: stock ops or one layer"
+    )
     exporter.add_argument("-o", "--output", required=True, help="file to write")
     exporter.add_argument("--dtype", default="float32", help="logits element type: float16, float32, float64")
     exporter.add_argument("--mask-dtype", default="int32")
@@ -71,9 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     exporter.add_argument("--dims", default="T,N,C", help="T,N,C: each a number or a symbolic name")
     exporter.add_argument("--preprocess-collapse-repeated", action="store_true")
     exporter.add_argument("--no-merge-repeated", action="store_true")
-    exporter.add_argument("--opset", type=int, default=18)
+    exporter.add_argument("--opset", type=int, default=18, help="ONNX only")
     exporter.add_argument("--attach", metavar="MODEL", help="add the loss to this model instead")
-    exporter.add_argument("--logits-output", default="logits", help="with --attach: the [T,N,C] output")
+    exporter.add_argument("--logits-output", default="logits", help="with --attach: the [T,N,C] output (name or index)")
     exporter.set_defaults(run=_export)
     return parser
 

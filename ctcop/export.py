@@ -15,9 +15,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from . import onnx_function
+from . import onnx_function, schema
 from .errors import InvalidInputError
-from .schema import form
 
 FLOAT_TYPES = {
     "float16": onnx.TensorProto.FLOAT16,
@@ -71,7 +70,7 @@ class ExportOptions:
                 raise InvalidInputError("dims", f"{symbol} = {dim} is negative")
         if isinstance(dims[2], int) and dims[2] == 0:
             raise InvalidInputError("dims", "C = 0: C must be at least 1 (the blank class)")
-        defaults = form("time_major").attributes
+        defaults = schema.form("time_major").attributes
         chosen = dict(defaults)
         for name, value in (attributes or {}).items():
             if name not in defaults:
@@ -138,7 +137,7 @@ def onnx_model(**options: Any) -> onnx.ModelProto:
     or a symbolic name), ``attributes`` (the spec's two booleans), ``opset`` (>= 18).
     """
     chosen = ExportOptions.of(**options)
-    spec = form("time_major")
+    spec = schema.form("time_major")
     x, mask, labels = (p.name for p in spec.inputs)
     loss = spec.outputs[0].name
     t, n, c = chosen.dims
@@ -178,7 +177,7 @@ def attach_onnx(model: onnx.ModelProto, logits_output: str, **options: Any) -> o
         raise InvalidInputError("logits_output", f"{logits_output!r} must be float16/float32/float64")
     t, n, c = (dim if dim is not None else symbol for dim, symbol in zip(dims, ("T", "N", "C"), strict=True))
     chosen = ExportOptions.of(dtype=by_type[tensor_type.elem_type], dims=(t, n, c), **options)
-    spec = form("time_major")
+    spec = schema.form("time_major")
     _, mask, labels = (p.name for p in spec.inputs)
     loss = spec.outputs[0].name
     taken = {v.name for v in [*model.graph.input, *model.graph.output]} | {
@@ -214,3 +213,125 @@ def attach_onnx(model: onnx.ModelProto, logits_output: str, **options: Any) -> o
     out.opset_import.extend(others)
     onnx.checker.check_model(out, full_check=True)
     return out
+
+
+# -- OpenVINO IR (spec section 12) -----------------------------------------------------------
+
+IR_FORMS = ("lowered", "custom")
+
+
+def _ir_loss(inputs: Any, mask: Any, labels: Any, ir_form: str, options: ExportOptions) -> Any:
+    """The loss node of ``ir_form`` over three OpenVINO outputs."""
+    from .openvino_custom_op import CTCLossOp
+    from .openvino_lowering import lower
+
+    flags = dict(options.attributes)
+    if ir_form == "custom":
+        return CTCLossOp([inputs, mask, labels], flags)
+    return lower(inputs, mask, labels, **flags)
+
+
+def _ir_form(ir_form: str) -> str:
+    if ir_form not in IR_FORMS:
+        raise InvalidInputError("form", f"unknown IR form {ir_form!r}; one of {', '.join(IR_FORMS)}")
+    return ir_form
+
+
+def _named(node: Any, name: str) -> Any:
+    node.set_friendly_name(name)
+    node.output(0).get_tensor().set_names({name})
+    return node
+
+
+def _ir_dim(dim: Dim) -> int:
+    return dim if isinstance(dim, int) else -1
+
+
+def ir_model(form: str = "lowered", **options: Any) -> Any:
+    """An ``openvino.Model`` with inputs ``inputs`` [T,N,C], ``sequence_mask`` [T,N], ``labels``
+    [N,T] and output ``loss`` [N]. ``form`` "lowered" (default) uses stock OpenVINO operators
+    only (native CTCLoss-4 plus adapters and guards, spec 12.1); "custom" is one ``CTCLoss``
+    layer of version ``ctcop1`` that needs :func:`ctcop.openvino_extensions` to be read. Options
+    as for :func:`onnx_model` (``opset`` is ignored: IR has none).
+    """
+    import openvino
+    import openvino.opset15 as ops
+
+    ir_form = _ir_form(form)
+    chosen = ExportOptions.of(**options)
+    t, n, c = (_ir_dim(d) for d in chosen.dims)
+    spec = schema.form("time_major")
+    x_name, mask_name, labels_name = (p.name for p in spec.inputs)
+    x = _named(ops.parameter([t, n, c], np.dtype(chosen.dtype)), x_name)
+    mask = _named(ops.parameter([t, n], np.dtype(chosen.mask_dtype)), mask_name)
+    labels = _named(ops.parameter([n, t], np.dtype(chosen.labels_dtype)), labels_name)
+    loss = _named(_ir_loss(x.output(0), mask.output(0), labels.output(0), ir_form, chosen), spec.outputs[0].name)
+    return openvino.Model([ops.result(loss)], [x, mask, labels], "ctcop_ctc_loss")
+
+
+def attach_openvino(model: Any, logits_output: str | int, form: str = "lowered", **options: Any) -> Any:
+    """A new ``openvino.Model``: ``model`` plus ``sequence_mask`` and ``labels`` parameters and a
+    ``loss`` result computed from its output ``logits_output`` (a tensor name or an index), which
+    must carry [T, N, C] float logits. Either IR form; options as for :func:`onnx_model` except
+    ``dtype`` and ``dims``, which come from the model."""
+    import openvino
+    import openvino.opset15 as ops
+
+    ir_form = _ir_form(form)
+    if "dtype" in options or "dims" in options:
+        raise InvalidInputError("options", "dtype and dims are taken from the model's logits output")
+    results = list(model.get_results())
+    if isinstance(logits_output, int) and not isinstance(logits_output, bool):
+        if not 0 <= logits_output < len(results):
+            raise InvalidInputError("logits_output", f"index {logits_output} is outside [0, {len(results) - 1}]")
+        chosen_result = results[logits_output]
+    else:
+        matches = [r for r in results if logits_output in r.output(0).get_names()]
+        if not matches:
+            raise InvalidInputError("logits_output", f"{logits_output!r} is not an output of the model")
+        chosen_result = matches[0]
+    chosen_output = chosen_result.input_value(0)  # the node feeding the Result, not the Result
+    shape = chosen_output.get_partial_shape()
+    if shape.rank.is_dynamic or shape.rank.get_length() != 3:
+        raise InvalidInputError("logits_output", f"{logits_output!r} must have rank 3 ([T, N, C]), got {shape}")
+    element = chosen_output.get_element_type().get_type_name()
+    by_ov_name = {"f16": "float16", "f32": "float32", "f64": "float64"}
+    if element not in by_ov_name:
+        raise InvalidInputError("logits_output", f"{logits_output!r} must be float16/float32/float64, got {element}")
+    dims = tuple(d.get_length() if d.is_static else s for d, s in zip(shape, "TNC", strict=True))
+    chosen = ExportOptions.of(dtype=by_ov_name[element], dims=dims, **options)  # type: ignore[arg-type]
+    spec = schema.form("time_major")
+    _, mask_name, labels_name = (p.name for p in spec.inputs)
+    loss_name = spec.outputs[0].name
+    taken = {name for o in [*model.inputs, *model.outputs] for name in o.get_names()}
+    for name in (mask_name, labels_name, loss_name):
+        if name in taken:
+            raise InvalidInputError("model", f"already has a value named {name!r}")
+    t, n, _ = (_ir_dim(d) for d in chosen.dims)
+    mask = _named(ops.parameter([t, n], np.dtype(chosen.mask_dtype)), mask_name)
+    labels = _named(ops.parameter([n, t], np.dtype(chosen.labels_dtype)), labels_name)
+    loss = _named(_ir_loss(chosen_output, mask.output(0), labels.output(0), ir_form, chosen), loss_name)
+    return openvino.Model(
+        [*results, ops.result(loss)], [*model.get_parameters(), mask, labels], model.get_friendly_name()
+    )
+
+
+def save_ir(model: Any, path: str) -> None:
+    """Write ``model`` as IR (``path`` .xml plus .bin) with OpenVINO's serializer, weights uncompressed."""
+    import openvino
+
+    try:
+        openvino.save_model(model, path, compress_to_fp16=False)
+    except (OSError, RuntimeError) as error:
+        raise InvalidInputError("output", f"cannot write {path!r}: {error}") from None
+
+
+def load_ir(path: str) -> Any:
+    """Read an IR (or any OpenVINO-readable) model from an untrusted file, with ctcop's extensions."""
+    from .runtimes import openvino_core
+
+    try:
+        return openvino_core().read_model(path)
+    except Exception as error:  # OpenVINO raises RuntimeError subclasses for every parse failure
+        message = str(error).strip().splitlines()
+        raise InvalidInputError("model", f"cannot read {path!r}: {message[-1] if message else error}") from None

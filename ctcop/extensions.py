@@ -9,6 +9,7 @@ from openvino.frontend import NodeContext
 from openvino.frontend.onnx import ConversionExtension
 
 from . import onnx_function
+from .openvino_custom_op import CTCLossOp
 from .openvino_lowering import lower
 from .schema import form
 
@@ -24,10 +25,17 @@ def _convert_onnx_node(node: NodeContext) -> list[ov.Output]:
 
 
 def openvino_extensions() -> list[Any]:
-    """Extensions to pass to ``openvino.Core.add_extension`` (one at a time or as a list).
+    """Extensions to pass, one at a time, to ``openvino.Core.add_extension``::
 
-    With them, ``Core.read_model`` on an ONNX model from :mod:`ctcop.export` maps the
-    ``ai.ctcop.CTCLoss`` node onto OpenVINO's native CTCLoss-4 and the adapters of
-    :mod:`ctcop.openvino_lowering`.
+        for extension in ctcop.openvino_extensions():
+            core.add_extension(extension)
+
+    (``add_extension`` takes a frontend extension object or an operation class, not a list
+    that mixes the two.)
+
+    With them, ``Core.read_model`` maps the ``ai.ctcop.CTCLoss`` node of an ONNX model from
+    :mod:`ctcop.export` onto OpenVINO's native CTCLoss-4 and the adapters of
+    :mod:`ctcop.openvino_lowering`, and reads IR layers of type ``CTCLoss`` version ``ctcop1``
+    (the custom-op form) as :class:`ctcop.openvino_custom_op.CTCLossOp`.
     """
-    return [ConversionExtension(onnx_function.OP_TYPE, onnx_function.DOMAIN, _convert_onnx_node)]
+    return [ConversionExtension(onnx_function.OP_TYPE, onnx_function.DOMAIN, _convert_onnx_node), CTCLossOp]

@@ -100,7 +100,8 @@ def openvino_core() -> Any:
     from .extensions import openvino_extensions
 
     core = openvino.Core()
-    core.add_extension(openvino_extensions())
+    for extension in openvino_extensions():
+        core.add_extension(extension)
     return core
 
 
@@ -116,6 +117,31 @@ def _openvino_onnx_model(key: tuple[str, str, str, Attributes]) -> Any:
 def _openvino_onnx(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]) -> np.ndarray:
     compiled = _openvino_onnx_model(_key(inputs, mask, labels, attributes))
     return np.asarray(compiled([inputs, mask, labels])[0])
+
+
+@cache
+def _openvino_ir_model(key: tuple[str, str, str, Attributes], ir_form: str) -> Any:
+    """ctcop's IR, saved and read back: by a stock Core for the lowered form (it needs nothing
+    else), by a Core with ctcop's extensions for the custom-op form."""
+    import openvino
+
+    dtype, mask_dtype, labels_dtype, attributes = key
+    model = export.ir_model(
+        form=ir_form, dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, attributes=dict(attributes)
+    )
+    core = openvino.Core() if ir_form == "lowered" else openvino_core()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "ctc_loss.xml")
+        export.save_ir(model, path)
+        return core.compile_model(core.read_model(path), "CPU")
+
+
+def _openvino_ir(ir_form: str) -> Evaluate:
+    def evaluate(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]) -> np.ndarray:
+        compiled = _openvino_ir_model(_key(inputs, mask, labels, attributes), ir_form)
+        return np.asarray(compiled([inputs, mask, labels])[0])
+
+    return evaluate
 
 
 @cache
@@ -177,5 +203,13 @@ RUNTIMES: dict[str, Runtime] = {
             _openvino_onnx,
         ),
         Runtime("openvino", "OpenVINO's native CTCLoss-4 on the CPU device, layout adapters only", _openvino_native),
+        Runtime(
+            "openvino-ir",
+            "ctcop's lowered IR (stock operators and guards) on stock OpenVINO, CPU",
+            _openvino_ir("lowered"),
+        ),
+        Runtime(
+            "openvino-custom", "ctcop's custom-op IR layer (CTCLoss, ctcop1) in OpenVINO, CPU", _openvino_ir("custom")
+        ),
     )
 }

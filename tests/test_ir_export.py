@@ -1,0 +1,176 @@
+"""OpenVINO IR export on the real OpenVINO runtime: lowered form, custom-op form, attach, raw kernel."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import openvino
+import openvino.opset15 as ops
+import pytest
+from runtime_check import assert_runtime_matches
+
+import ctcop
+from ctcop import export
+from ctcop.cases import edge_cases, random_cases
+from ctcop.runtimes import RUNTIMES
+
+
+def run(runtime: str, case) -> np.ndarray:
+    return RUNTIMES[runtime](case.inputs, case.sequence_mask, case.labels, **case.attributes)
+
+
+@pytest.mark.parametrize("runtime", ["openvino-ir", "openvino-custom"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_random_cases_match_reference(runtime: str, dtype: str) -> None:
+    for case in random_cases(seed=41, count=80):
+        typed = case.astype(dtype)
+        assert_runtime_matches(runtime, run(runtime, typed), typed)
+
+
+@pytest.mark.parametrize("runtime", ["openvino-ir", "openvino-custom"])
+@pytest.mark.parametrize("case", edge_cases(), ids=lambda c: c.name)
+def test_edge_cases_match_reference(runtime: str, case) -> None:
+    for dtype in ("float32", "float64"):
+        typed = case.astype(dtype)
+        assert_runtime_matches(runtime, run(runtime, typed), typed)
+
+
+def test_custom_op_is_the_reference_bit_for_bit() -> None:
+    # float32 models: OpenVINO hands the op float32 tensors and ctcop computes in float64 and
+    # rounds once, exactly as ctc_loss does. (float64 models are converted to float32 by the
+    # CPU plugin around any op, this one included: defects D4/D5.)
+    for case in edge_cases() + random_cases(seed=42, count=40):
+        case = case.astype("float32")
+        expected = ctcop.ctc_loss(case.inputs, case.sequence_mask, case.labels, **case.attributes)
+        np.testing.assert_array_equal(run("openvino-custom", case), expected)
+
+
+def test_ir_files_hold_the_documented_layers(tmp_path) -> None:
+    export.save_ir(export.ir_model(dims=(150, "N", 28)), str(tmp_path / "lowered.xml"))
+    export.save_ir(export.ir_model(form="custom", attributes={"merge_repeated": False}), str(tmp_path / "custom.xml"))
+    lowered = (tmp_path / "lowered.xml").read_text()
+    custom = (tmp_path / "custom.xml").read_text()
+    assert 'type="CTCLoss" version="opset4"' in lowered and "ctcop1" not in lowered
+    assert custom.count('type="CTCLoss" version="ctcop1"') == 1
+    assert 'merge_repeated="false"' in custom and 'preprocess_collapse_repeated="false"' in custom
+    model = openvino.Core().read_model(str(tmp_path / "lowered.xml"))
+    assert [i.get_any_name() for i in model.inputs] == ["inputs", "sequence_mask", "labels"]
+    assert [o.get_any_name() for o in model.outputs] == ["loss"]
+    assert str(model.input("inputs").get_partial_shape()) == "[150,?,28]"
+    with pytest.raises(RuntimeError):
+        openvino.Core().read_model(str(tmp_path / "custom.xml"))  # stock OpenVINO: unknown opset ctcop1
+
+
+FRESH_PROCESS = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import openvino
+    data = np.load(sys.argv[2])
+    compiled = openvino.Core().compile_model(sys.argv[1], "CPU")
+    out = {}
+    for name in sorted({key.split("/")[0] for key in data.files}):
+        feeds = [data[name + "/inputs"], data[name + "/sequence_mask"], data[name + "/labels"]]
+        out[name] = [float(v) for v in compiled(feeds)[0]]
+    assert not any(m.startswith("ctcop") for m in sys.modules), "ctcop was imported"
+    print(json.dumps(out))
+    """
+)
+
+
+def test_lowered_ir_runs_in_a_fresh_process_without_ctcop(tmp_path) -> None:
+    xml = tmp_path / "ctc.xml"
+    export.save_ir(export.ir_model(dtype="float32", mask_dtype="int32", labels_dtype="int64"), str(xml))
+    cases = [c.astype("float32") for c in edge_cases() if c.attributes == edge_cases()[0].attributes]
+    arrays = {}
+    for case in cases:
+        arrays.update(
+            {
+                f"{case.name}/inputs": case.inputs,
+                f"{case.name}/sequence_mask": case.sequence_mask.astype(np.int32),
+                f"{case.name}/labels": case.labels.astype(np.int64),
+            }
+        )
+    np.savez(tmp_path / "cases.npz", **arrays)
+    script = tmp_path / "run.py"
+    script.write_text(FRESH_PROCESS)
+    result = subprocess.run(
+        [sys.executable, "-I", str(script), str(xml), str(tmp_path / "cases.npz")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    got = json.loads(result.stdout)
+    for case in cases:
+        assert_runtime_matches("openvino-ir", np.array(got[case.name]), case)
+
+
+def acoustic_model(rank3: bool = True) -> openvino.Model:
+    """features [T, N, 6] -> MatMul -> logits [T, N, 5] (or a rank-2 output), as OpenVINO ops."""
+    rng = np.random.default_rng(9)
+    features = ops.parameter([-1, -1, 6], np.float32, name="features")
+    features.output(0).get_tensor().set_names({"features"})
+    logits = ops.matmul(features, ops.constant(rng.normal(size=(6, 5)).astype(np.float32)), False, False)
+    if not rank3:
+        logits = ops.reduce_mean(logits, ops.constant(np.array([2])), False)
+    logits.output(0).get_tensor().set_names({"logits"})
+    return openvino.Model([ops.result(logits)], [features], "acoustic")
+
+
+@pytest.mark.parametrize("form", ["lowered", "custom"])
+def test_attach_adds_loss_to_an_openvino_model(form: str) -> None:
+    model = export.attach_openvino(
+        acoustic_model(), "logits", form=form, attributes={"preprocess_collapse_repeated": True}
+    )
+    assert [i.get_any_name() for i in model.inputs] == ["features", "sequence_mask", "labels"]
+    assert [o.get_any_name() for o in model.outputs] == ["logits", "loss"]
+    compiled = RUNTIMES_CORE.compile_model(model, "CPU")
+    features = np.random.default_rng(1).normal(size=(8, 3, 6)).astype(np.float32)
+    mask = (np.arange(8)[:, None] < np.array([8, 5, 0])[None, :]).astype(np.int32)
+    labels = np.array([[1, 1, 2, -1, -1, -1, -1, -1], [-1, 3, -1, 3, -1, -1, -1, -1], [-1] * 8])
+    result = compiled([features, mask, labels])
+    expected = ctcop.ctc_loss(result["logits"], mask, labels, preprocess_collapse_repeated=True)
+    np.testing.assert_allclose(result["loss"], expected, rtol=1e-5, atol=1e-4)
+    same = export.attach_openvino(acoustic_model(), 0, form=form)
+    assert [o.get_any_name() for o in same.outputs] == ["logits", "loss"]
+
+
+RUNTIMES_CORE = openvino.Core()
+for _extension in ctcop.openvino_extensions():
+    RUNTIMES_CORE.add_extension(_extension)
+
+
+def test_attach_refuses_bad_outputs() -> None:
+    with pytest.raises(ctcop.InvalidInputError, match=r"^logits_output: 'logits' must have rank 3"):
+        export.attach_openvino(acoustic_model(rank3=False), "logits")
+    with pytest.raises(ctcop.InvalidInputError, match=r"^logits_output: 'nope' is not an output"):
+        export.attach_openvino(acoustic_model(), "nope")
+    with pytest.raises(ctcop.InvalidInputError, match=r"^logits_output: index 3 is outside \[0, 0\]"):
+        export.attach_openvino(acoustic_model(), 3)
+    with pytest.raises(ctcop.InvalidInputError, match=r"^model: already has a value named 'sequence_mask'"):
+        export.attach_openvino(export.attach_openvino(acoustic_model(), "logits"), "logits")
+
+
+@pytest.mark.parametrize(
+    ("options", "pattern"),
+    [
+        ({"form": "fused"}, r"^form: unknown IR form 'fused'"),
+        ({"dtype": "int64"}, r"^dtype: unknown element type 'int64'"),
+        ({"dims": ("T", -2, "C")}, r"^dims: N = -2 is negative"),
+        ({"attributes": {"unique": True}}, r"^attributes: unknown attribute 'unique'"),
+        ({"mask_dtype": "float16"}, r"^mask_dtype: unknown element type"),
+    ],
+)
+def test_bad_exporter_arguments(options: dict, pattern: str) -> None:
+    with pytest.raises(ctcop.InvalidInputError, match=pattern):
+        export.ir_model(**options)
+
+
+def test_custom_op_reports_invalid_input_instead_of_a_number() -> None:
+    case = edge_cases()[0]
+    with pytest.raises(Exception, match=r"labels\[0, 0\]: value 2 is not a class"):
+        RUNTIMES["openvino-custom"](case.inputs, case.sequence_mask, np.array([[2, -1, -1]]))
