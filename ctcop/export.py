@@ -7,7 +7,10 @@ that defines it; ``attach_onnx`` appends that node to an existing model whose ou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -326,12 +329,27 @@ def save_ir(model: Any, path: str) -> None:
         raise InvalidInputError("output", f"cannot write {path!r}: {error}") from None
 
 
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Point file descriptor 2 at /dev/null for the duration (native libraries write to it)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def load_ir(path: str) -> Any:
     """Read an IR (or any OpenVINO-readable) model from an untrusted file, with ctcop's extensions."""
     from .runtimes import openvino_core
 
     try:
-        return openvino_core().read_model(path)
+        with _native_stderr_silenced():  # frontends probing an unknown file log to fd 2 themselves
+            return openvino_core().read_model(path)
     except Exception as error:  # OpenVINO raises RuntimeError subclasses for every parse failure
         message = str(error).strip().splitlines()
         raise InvalidInputError("model", f"cannot read {path!r}: {message[-1] if message else error}") from None
