@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from collections.abc import Sequence
@@ -59,11 +60,40 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _conformance(args: argparse.Namespace) -> int:
+    """Measure the installed runtimes against the reference on the bundled corpus."""
+    from . import conformance
+
+    available = conformance.available_runtimes()
+    chosen = args.runtimes.split(",") if args.runtimes else available
+    unknown = [name for name in chosen if name not in available]
+    if unknown:
+        raise InvalidInputError(
+            "runtimes", f"unknown or not installed: {', '.join(unknown)}; have {', '.join(available)}"
+        )
+    names = [case.name for case in conformance.corpus()]
+    reports = [conformance.run_runtime(name, names) for name in chosen]
+    print(conformance.format_report(reports, len(names), details=args.details))
+    if args.json:
+        document = {r.runtime: r.outcomes for r in reports}
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump(document, file, indent=1)
+    failing = [r.runtime for r in reports if r.count("pass") != len(names)]
+    return 1 if args.strict and failing else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctcop", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     example = commands.add_parser("example", help="evaluate the spec's worked examples")
     example.set_defaults(run=_example)
+
+    suite = commands.add_parser("conformance", help="measure installed runtimes against the reference")
+    suite.add_argument("--runtimes", help="comma-separated adapters (default: all installed)")
+    suite.add_argument("--details", type=int, default=5, help="problems listed per runtime")
+    suite.add_argument("--json", help="write every case's outcome to this file")
+    suite.add_argument("--strict", action="store_true", help="exit 1 when any runtime has a problem")
+    suite.set_defaults(run=_conformance)
 
     exporter = commands.add_parser("export", help="write CTCLoss-4 as ONNX or OpenVINO IR, or attach it to a model")
     exporter.add_argument("--format", choices=["onnx", "ir"], default="onnx")

@@ -176,6 +176,12 @@ def _loop_body(
     )
 
 
+def _take(b: _Builder, data: str, flat_index: str) -> str:
+    """``data.ravel()[flat_index]``: Gather on a flat view. (GatherElements is avoided: in
+    onnx.reference it fails, or is wrong, for a gathered axis longer than 64.)"""
+    return b.op("Gather", b.op("Reshape", data, b.const([-1], np.int64)), flat_index, axis=0)
+
+
 def _penalty(b: _Builder, allowed: str, log_zero: str, k: dict[str, str]) -> str:
     return b.op("Where", allowed, k["zero_f"], log_zero)
 
@@ -241,11 +247,17 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     differs = b.op("Not", b.op("Equal", states, _shift_right(b, states, 2, b.const(-1, np.int64), k)))
     skip = b.op("And", is_label, b.op("Or", b.op("Not", merge), differs))
 
-    # Emissions [T, S, N] in float64 (states first, like the forward variables).
-    frame_shape = b.op("Shape", x_name, start=0, end=2)
+    # Emissions [T, S, N] in float64 (states first, like the forward variables): entry
+    # ((t * N + n) * C + class) of the flat log-softmax terms.
     state_count = b.op("Shape", states, start=1, end=2)
-    index = b.op("Expand", b.op("Unsqueeze", states, k["axis0"]), b.op("Concat", frame_shape, state_count, axis=0))
-    gathered = b.op("Sub", b.op("GatherElements", centred, index, axis=2), log_sum)
+    frame_count, batch = (b.op("Squeeze", b.op("Shape", x_name, start=i, end=i + 1), k["axis0"]) for i in (0, 1))
+    frame_ids = b.op("Unsqueeze", b.op("Range", k["zero"], frame_count, k["one"]), b.const([1, 2], np.int64))
+    sample_ids = b.op("Range", k["zero"], batch, k["one"])
+    frame_rows = b.op("Add", b.op("Mul", frame_ids, batch), b.op("Unsqueeze", sample_ids, b.const([0, 2], np.int64)))
+    flat_index = b.op(
+        "Add", b.op("Mul", frame_rows, b.op("Squeeze", classes, k["axis0"])), b.op("Unsqueeze", states, k["axis0"])
+    )
+    gathered = b.op("Sub", _take(b, centred, flat_index), log_sum)
     emissions = b.op("Transpose", b.op("Cast", gathered, to=TensorProto.DOUBLE), perm=[0, 2, 1])
 
     # The forward Loop (4.5). float32 models use a finite log-zero, -1e300: no float32 input can
@@ -292,16 +304,20 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
         "Concat", b.op("Unsqueeze", alpha0, k["axis0"]), b.op("Reshape", per_block, flat_shape, allowzero=1), axis=0
     )
     lengths = b.op("ReduceSum", b.op("Cast", active, to=TensorProto.INT64), k["axis0"], keepdims=0)
-    at_end = b.op("Expand", b.op("Unsqueeze", lengths, b.const([0, 1], np.int64)), b.op("Shape", alpha0))
-    reached = b.op("GatherElements", history, at_end, axis=0)
-    alpha = b.op("Transpose", b.op("Squeeze", reached, k["axis0"]), perm=[1, 0])
+    states_by_samples = b.op("Mul", b.op("Squeeze", state_count, k["axis0"]), batch)
+    cell = b.op(
+        "Add", b.op("Mul", b.op("Unsqueeze", state_index, k["axis1"]), batch), b.op("Unsqueeze", sample_ids, k["axis0"])
+    )
+    at_end = b.op("Add", b.op("Mul", b.op("Unsqueeze", lengths, k["axis0"]), states_by_samples), cell)
+    alpha = _take(b, history, at_end)
 
     # Read-out (4.3, 4.4): ln of the mass on states 2L and 2L-1, then NaN for non-finite samples.
-    last = b.op("Unsqueeze", b.op("Mul", target_lengths, b.const(2, np.int64)), k["axis1"])
-    on_last = b.op("GatherElements", alpha, last, axis=1)
-    before = b.op("GatherElements", alpha, b.op("Max", b.op("Sub", last, k["one"]), k["zero"]), axis=1)
+    last = b.op("Mul", target_lengths, b.const(2, np.int64))
+    on_last = _take(b, alpha, b.op("Add", b.op("Mul", last, batch), sample_ids))
+    previous_state = b.op("Max", b.op("Sub", last, k["one"]), k["zero"])
+    before = _take(b, alpha, b.op("Add", b.op("Mul", previous_state, batch), sample_ids))
     before = b.op("Where", b.op("Greater", last, k["zero"]), before, k["neg_inf"])
-    loss = b.op("Neg", b.op("Squeeze", _logsumexp(b, [on_last, before], k), k["axis1"]))
+    loss = b.op("Neg", _logsumexp(b, [on_last, before], k))
     loss = b.op("Where", b.op("Greater", loss, b.const(-LOG_ZERO / 10, f64)), b.const(np.inf, f64), loss)
     loss = b.op("Where", b.op("Greater", nonfinite_count, k["zero"]), b.const(np.nan, f64), loss)
     b.nodes.append(helper.make_node("CastLike", [loss, x_name], [spec.outputs[0].name]))
