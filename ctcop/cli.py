@@ -64,6 +64,13 @@ def _conformance(args: argparse.Namespace) -> int:
     """Measure the installed runtimes against the reference on the bundled corpus."""
     from . import conformance
 
+    if args.write_corpus:
+        try:
+            count = conformance.write_corpus(args.write_corpus)
+        except OSError as error:
+            raise InvalidInputError("write_corpus", f"cannot write {args.write_corpus!r}: {error.strerror}") from None
+        print(f"wrote {count} cases to {args.write_corpus}")
+        return 0
     available = conformance.available_runtimes()
     chosen = args.runtimes.split(",") if args.runtimes else available
     unknown = [name for name in chosen if name not in available]
@@ -93,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--details", type=int, default=5, help="problems listed per runtime")
     suite.add_argument("--json", help="write every case's outcome to this file")
     suite.add_argument("--strict", action="store_true", help="exit 1 when any runtime has a problem")
+    suite.add_argument(
+        "--write-corpus", metavar="DIR", help="write the corpus with expected losses as .npz files instead"
+    )
     suite.set_defaults(run=_conformance)
 
     exporter = commands.add_parser("export", help="write CTCLoss-4 as ONNX or OpenVINO IR, or attach it to a model")

@@ -63,6 +63,27 @@ def _evaluate(runtime: Any, case: Case) -> dict[str, Any]:
     return {"status": "fail" if problem else "pass", "detail": problem or ""}
 
 
+def write_corpus(folder: str) -> int:
+    """Write every corpus case as ``<folder>/<name>.npz`` (``inputs``, ``sequence_mask``,
+    ``labels``, the two attributes as 0-d bools, and the reference ``expected`` loss), for runtimes
+    that ctcop has no adapter for. Returns the number of files written."""
+    import os
+
+    os.makedirs(folder, exist_ok=True)
+    cases = corpus()
+    for case in cases:
+        expected = ctc_loss(case.inputs, case.sequence_mask, case.labels, **case.attributes)
+        arrays: dict[str, Any] = {
+            "inputs": case.inputs,
+            "sequence_mask": case.sequence_mask,
+            "labels": case.labels,
+            "expected": expected,
+            **{name: np.array(value) for name, value in case.attributes.items()},
+        }
+        np.savez(os.path.join(folder, case.name.replace("/", "__") + ".npz"), **arrays)
+    return len(cases)
+
+
 def worker(runtime_name: str, start: int) -> None:
     """Evaluate cases from ``start`` on with one runtime, one JSON line per case on stdout."""
     from .runtimes import RUNTIMES

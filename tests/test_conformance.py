@@ -64,3 +64,17 @@ def test_strict_mode_and_unknown_runtime() -> None:
         [sys.executable, "-m", "ctcop", "conformance", "--runtimes", "tvm"], capture_output=True, text=True, timeout=300
     )
     assert unknown.returncode == 2 and "runtimes: unknown or not installed: tvm" in unknown.stderr
+
+
+def test_written_corpus_is_consumable_data(tmp_path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ctcop", "conformance", "--write-corpus", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0 and "wrote 180 cases" in result.stdout
+    case = np.load(tmp_path / "hand_worked__float64.npz")
+    assert case["expected"][0] == pytest.approx(-np.log(0.339), rel=1e-14)
+    assert bool(case["merge_repeated"]) and not bool(case["preprocess_collapse_repeated"])
+    assert case["inputs"].shape == (3, 1, 3) and case["labels"].tolist() == [[0, -1, -1]]
