@@ -70,10 +70,10 @@ class _Builder:
         return self.op("Cast", out, to=TensorProto.BOOL)
 
 
-def _shift_right(b: _Builder, values: str, by: int, fill: str, k: dict[str, str], rank: int = 2) -> str:
-    """``out[..., s] = values[..., s - by]`` on the last axis, ``fill`` where s < by (any width)."""
-    padded = b.op("Pad", values, k[f"pad{rank}_left_{by}"], fill)
-    return b.op("Slice", padded, k["zero_1"], k[f"minus_{by}"], k[f"last_axis{rank}"])
+def _shift_right(b: _Builder, values: str, by: int, fill: str, k: dict[str, str]) -> str:
+    """``out[:, s] = values[:, s - by]`` for [N, W] values, ``fill`` where s < by (any width)."""
+    padded = b.op("Pad", values, k[f"pad_left_{by}"], fill)
+    return b.op("Slice", padded, k["zero_1"], k[f"minus_{by}"], k["one_1"])
 
 
 def _compact(b: _Builder, values: str, keep: str, fill: str, k: dict[str, str]) -> tuple[str, str]:
@@ -205,9 +205,8 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
         "axis0": b.const([0], np.int64),
         "axis1": b.const([1], np.int64),
         "axis2": b.const([2], np.int64),
-        "pad2_left_1": b.const([0, 1, 0, 0], np.int64),
-        "pad2_left_2": b.const([0, 2, 0, 0], np.int64),
-        "last_axis2": b.const([1], np.int64),
+        "pad_left_1": b.const([0, 1, 0, 0], np.int64),
+        "pad_left_2": b.const([0, 2, 0, 0], np.int64),
         "pad_states": b.const([2, 0, 0, 0], np.int64),
         "minus_1": b.const([-1], np.int64),
         "minus_2": b.const([-2], np.int64),

@@ -38,9 +38,6 @@ class FormSpec:
     outputs: tuple[PortSpec, ...]
     attributes: dict[str, bool]
 
-    def input(self, name: str) -> PortSpec:
-        return next(p for p in self.inputs if p.name == name)
-
 
 @cache
 def raw_schema() -> dict[str, Any]:
