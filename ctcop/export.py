@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -193,16 +193,8 @@ def attach_onnx(model: onnx.ModelProto, logits_output: str, **options: Any) -> o
     out.CopyFrom(model)
     if any(f.domain == onnx_function.DOMAIN and f.name == onnx_function.OP_TYPE for f in out.functions):
         raise InvalidInputError("model", "already holds an ai.ctcop.CTCLoss function")
-    current = {op.domain: op.version for op in out.opset_import}
-    opset = max(chosen.opset, current.get("", 0))
-    chosen = ExportOptions.of(
-        dtype=chosen.dtype,
-        dims=chosen.dims,
-        mask_dtype=chosen.mask_dtype,
-        labels_dtype=chosen.labels_dtype,
-        attributes=dict(chosen.attributes),
-        opset=opset,
-    )
+    # The model keeps its own default-domain opset when that is newer than the one asked for.
+    chosen = replace(chosen, opset=max(chosen.opset, {op.domain: op.version for op in out.opset_import}.get("", 0)))
     out.graph.input.extend(
         [
             _value_info(mask, MASK_TYPES[chosen.mask_dtype], [t, n]),

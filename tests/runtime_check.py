@@ -3,6 +3,7 @@
 import numpy as np
 
 import ctcop
+from ctcop.runtimes import RUNTIMES
 
 TOLERANCE = {"float16": (1e-3, 1e-2), "float32": (1e-5, 1e-4), "float64": (1e-9, 1e-12)}
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -35,3 +36,8 @@ def assert_runtime_matches(runtime: str, got: np.ndarray, case) -> None:
         expected = ctcop.ctc_loss(as_float32, case.sequence_mask, case.labels, **case.attributes)
         dtype = "float32"
     assert_close_to_reference(got, expected, dtype, f"{runtime} {case.name} {case.inputs.dtype.name}")
+
+
+def run(runtime: str, case) -> np.ndarray:
+    """``case`` through the adapter of ``runtime``."""
+    return RUNTIMES[runtime](case.inputs, case.sequence_mask, case.labels, **case.attributes)

@@ -9,16 +9,12 @@ import numpy as np
 import openvino
 import openvino.opset15 as ops
 import pytest
-from runtime_check import assert_runtime_matches
+from runtime_check import assert_runtime_matches, run
 
 import ctcop
 from ctcop import export
 from ctcop.cases import edge_cases, random_cases
 from ctcop.runtimes import RUNTIMES
-
-
-def run(runtime: str, case) -> np.ndarray:
-    return RUNTIMES[runtime](case.inputs, case.sequence_mask, case.labels, **case.attributes)
 
 
 @pytest.mark.parametrize("runtime", ["openvino-ir", "openvino-custom"])

@@ -6,7 +6,7 @@ import onnxruntime
 import openvino
 import pytest
 from onnx import helper
-from runtime_check import FLOAT32_MAX, assert_close_to_reference, assert_runtime_matches
+from runtime_check import FLOAT32_MAX, assert_close_to_reference, assert_runtime_matches, run
 
 import ctcop
 from ctcop import export
@@ -18,10 +18,6 @@ EXPORTED = ["onnxruntime", "onnx-reference", "openvino-onnx"]
 
 def reference(case) -> np.ndarray:
     return ctcop.ctc_loss(case.inputs, case.sequence_mask, case.labels, **case.attributes)
-
-
-def run(runtime: str, case) -> np.ndarray:
-    return RUNTIMES[runtime](case.inputs, case.sequence_mask, case.labels, **case.attributes)
 
 
 def test_model_is_valid_and_infers_loss_shape() -> None:
