@@ -34,8 +34,10 @@ OP_TYPE = "CTCLoss"
 MIN_OPSET = 18
 # Frames per Loop iteration: onnxruntime spends most of a short iteration on the Loop itself.
 UNROLL = 5
-# ln 0 inside the Loop of float32 models (see ctc_loss_function).
-LOG_ZERO = -1e300
+# Up to this many classes the emissions are gathered with GatherElements, which onnxruntime runs
+# ten times faster than an element-wise Gather; onnx.reference's GatherElements (np.choose) takes
+# at most 32 choices under NumPy 1 and 64 under NumPy 2, so more classes use a flat Gather.
+FEW_CLASSES = 32
 
 
 @dataclass
@@ -111,67 +113,64 @@ def _interleave(b: _Builder, values: str, between: str, first: str) -> str:
     return b.op("Concat", head, flat, axis=1)
 
 
-def _logsumexp(b: _Builder, terms: list[str], k: dict[str, str]) -> str:
-    top = b.op("Max", *terms)
-    safe = b.op("Where", b.op("IsInf", top), k["zero_f"], top)
-    total = b.op("Sum", *(b.op("Exp", b.op("Sub", t, safe)) for t in terms))
-    return b.op("Add", safe, b.op("Log", total))
+def _logsumexp(b: _Builder, terms: list[str], zero: str, *plus: str) -> str:
+    """ln sum_j exp(terms[j]) (+ the ``plus`` terms), exact for all -inf terms (-inf)."""
+    top = _finite_or(b, b.op("Max", *terms), zero)
+    total = b.op("Sum", *(b.op("Exp", b.op("Sub", term, top)) for term in terms))
+    return b.op("Sum", top, b.op("Log", total), *plus)
 
 
-def _frame_logsumexp(b: _Builder, terms: str, compute: int, guard_inf: bool, k: dict[str, str]) -> str:
-    """ln sum_j exp(terms[j]) over axis 0 of [3, S, N] -> [S, N], float64.
-
-    The maximum stays in float64; the bounded remainder ln sum exp(x_j - max), in [0, ln 3], is
-    computed in ``compute`` (float32 for float32 models: vectorised, error about 1e-7 per frame).
-    ``guard_inf`` handles all-(-inf) columns; without it log-zero must be finite.
-    """
-    top = b.op("ReduceMax", terms, k["axis0"], keepdims=0)
-    if guard_inf:
-        top = b.op("Where", b.op("IsInf", top), k["zero_f"], top)
-    centred = b.op("Cast", b.op("Sub", terms, top), to=compute)
-    rest = b.op("Log", b.op("ReduceSum", b.op("Exp", centred), k["axis0"], keepdims=0))
-    return b.op("Add", top, b.op("Cast", rest, to=TensorProto.DOUBLE))
+def _finite_or(b: _Builder, values: str, fallback: str) -> str:
+    return b.op("Where", b.op("IsInf", values), fallback, values)
 
 
-def _loop_body(
-    k: dict[str, str], emissions: str, moves: tuple[tuple[str, str], str, str], compute: int, guard_inf: bool
-) -> onnx.GraphProto:
+def _loop_body(ctx: dict[str, str], compute: int) -> onnx.GraphProto:
     """UNROLL frames of the forward recursion (spec 4.5) as one Loop iteration.
 
-    The forward variables are carried states-first, [S, N]. ``moves`` = (pad, sources,
-    penalties): the state axis is padded by two log-zero rows, ``sources`` [3, S] picks for every
-    state s the rows of s (stay), s-1 (step) and s-2 (skip), and ``penalties`` [3, S, N] adds 0
-    or log-zero for moves the lattice forbids. Every frame's result is a scan output; frames past
-    a sample's end are computed too but never read; the UNROLL results of an iteration leave as one
-    [UNROLL * S, N] scan output. A Loop, not a Scan: onnxruntime's Scan fails on a zero-length
-    scan axis (T = 0). ``emissions`` is [T', UNROLL, S, N].
+    Carried values: ``alpha`` [2 + S, N] in the compute type, the forward variables of each
+    sample minus its ``offset`` [1, N] (float64); ``captured`` [2, N] (float64), the absolute
+    forward variables of states 2L and 2L - 1 at the sample's last active frame. The three move
+    terms (stay, step from row r - 1, skip from row r - 2) are separate tensors and every
+    operator per frame is elementwise or variadic (onnxruntime's reductions over a short leading
+    axis and its float64 Exp cost several times more). After UNROLL frames each sample's
+    maximum moves from ``alpha`` into ``offset``: the values left in the compute type stay
+    small, so float32 rounding is relative to a few frames' log-probabilities, not to the
+    whole sum. Frames after a sample's end are computed but never captured. A Loop, not a
+    Scan: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
     """
     b = _Builder("step_")
-    pad, sources, penalties = moves
-    block = b.op("Gather", emissions, "t", axis=0)
-    alpha = "alpha_in"
-    scanned = []
+    emissions = b.op("Gather", ctx["emission_blocks"], "t", axis=0)
+    ends = b.op("Gather", ctx["end_blocks"], "t", axis=0)
+    alpha, captured = "alpha_in", "captured_in"
     for offset in range(UNROLL):
-        terms = b.op("Add", b.op("Gather", b.op("Pad", alpha, pad[0], pad[1]), sources, axis=0), penalties)
-        emitted = b.op("Gather", block, b.const(offset, np.int64), axis=0)
-        alpha = b.op("Add", _frame_logsumexp(b, terms, compute, guard_inf, k), emitted)
-        scanned.append(alpha)
-    b.nodes.append(helper.make_node("Identity", [alpha], ["alpha_out"]))
+        at = b.const(offset, np.int64)
+        terms = [
+            b.op("Add", alpha, ctx["stay_penalty"]),
+            b.op("Gather", alpha, ctx["step_rows"], axis=0),
+            b.op("Add", b.op("Gather", alpha, ctx["skip_rows"], axis=0), ctx["skip_penalty"]),
+        ]
+        alpha = _logsumexp(b, terms, ctx["zero"], b.op("Gather", emissions, at, axis=0))
+        at_end = b.op("Cast", _take(b, alpha, ctx["end_cells"]), to=TensorProto.DOUBLE)
+        captured = b.op("Where", b.op("Gather", ends, at, axis=0), b.op("Add", at_end, "offset_in"), captured)
+    top = _finite_or(b, b.op("ReduceMax", alpha, ctx["axis0"], keepdims=1), ctx["zero"])
+    b.nodes.append(helper.make_node("Sub", [alpha, top], ["alpha_out"]))
+    b.nodes.append(helper.make_node("Add", ["offset_in", b.op("Cast", top, to=TensorProto.DOUBLE)], ["offset_out"]))
+    b.nodes.append(helper.make_node("Identity", [captured], ["captured_out"]))
     b.nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
-    b.nodes.append(helper.make_node("Concat", scanned, ["frames_out"], axis=0))
     double = TensorProto.DOUBLE
+    # Carried shapes are left to the Loop's inputs, so shape inference keeps fixed dimensions.
+    carried = (("alpha", compute), ("offset", double), ("captured", double))
     return helper.make_graph(
         b.nodes,
         "ctc_forward_step",
         [
             helper.make_tensor_value_info("t", TensorProto.INT64, []),
             helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("alpha_in", double, ["S", "N"]),
+            *(helper.make_tensor_value_info(f"{name}_in", kind, [None, None]) for name, kind in carried),
         ],
         [
             helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("alpha_out", double, ["S", "N"]),
-            helper.make_tensor_value_info("frames_out", double, ["US", "N"]),
+            *(helper.make_tensor_value_info(f"{name}_out", kind, [None, None]) for name, kind in carried),
         ],
     )
 
@@ -180,10 +179,6 @@ def _take(b: _Builder, data: str, flat_index: str) -> str:
     """``data.ravel()[flat_index]``: Gather on a flat view. (GatherElements is avoided: in
     onnx.reference it fails, or is wrong, for a gathered axis longer than 64.)"""
     return b.op("Gather", b.op("Reshape", data, b.const([-1], np.int64)), flat_index, axis=0)
-
-
-def _penalty(b: _Builder, allowed: str, log_zero: str, k: dict[str, str]) -> str:
-    return b.op("Where", allowed, k["zero_f"], log_zero)
 
 
 def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.FunctionProto:
@@ -196,10 +191,13 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     x_name, mask_name, labels_name = (p.name for p in spec.inputs)
     b = _Builder("")
     f64 = np.float64
+    compute_type = helper.np_dtype_to_tensor_dtype(np.dtype(compute))
     k = {
         "zero": b.const(0, np.int64),
         "one": b.const(1, np.int64),
+        "two": b.const(2, np.int64),
         "zero_1": b.const([0], np.int64),
+        "two_1": b.const([2], np.int64),
         "one_1": b.const([1], np.int64),
         "zero_1x1": b.const([[0]], np.int64),
         "axis0": b.const([0], np.int64),
@@ -207,11 +205,9 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
         "axis2": b.const([2], np.int64),
         "pad_left_1": b.const([0, 1, 0, 0], np.int64),
         "pad_left_2": b.const([0, 2, 0, 0], np.int64),
-        "pad_states": b.const([2, 0, 0, 0], np.int64),
         "minus_1": b.const([-1], np.int64),
         "minus_2": b.const([-2], np.int64),
         "zero_f": b.const(0.0, f64),
-        "neg_inf": b.const(-np.inf, f64),
     }
     collapse = b.flag("preprocess_collapse_repeated")
     merge = b.flag("merge_repeated")
@@ -246,78 +242,96 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     differs = b.op("Not", b.op("Equal", states, _shift_right(b, states, 2, b.const(-1, np.int64), k)))
     skip = b.op("And", is_label, b.op("Or", b.op("Not", merge), differs))
 
-    # Emissions [T, S, N] in float64 (states first, like the forward variables): entry
-    # ((t * N + n) * C + class) of the flat log-softmax terms.
-    state_count = b.op("Shape", states, start=1, end=2)
-    frame_count, batch = (b.op("Squeeze", b.op("Shape", x_name, start=i, end=i + 1), k["axis0"]) for i in (0, 1))
-    frame_ids = b.op("Unsqueeze", b.op("Range", k["zero"], frame_count, k["one"]), b.const([1, 2], np.int64))
-    sample_ids = b.op("Range", k["zero"], batch, k["one"])
-    frame_rows = b.op("Add", b.op("Mul", frame_ids, batch), b.op("Unsqueeze", sample_ids, b.const([0, 2], np.int64)))
-    flat_index = b.op(
-        "Add", b.op("Mul", frame_rows, b.op("Squeeze", classes, k["axis0"])), b.op("Unsqueeze", states, k["axis0"])
-    )
-    gathered = b.op("Sub", _take(b, centred, flat_index), log_sum)
-    emissions = b.op("Transpose", b.op("Cast", gathered, to=TensorProto.DOUBLE), perm=[0, 2, 1])
+    # The forward variables are padded by two rows that stay ln 0: state s is row 2 + s, and the
+    # step and skip moves read rows r - 1 and r - 2 with no bounds test. Pad rows copy the blank's
+    # class (a finite emission leaves ln 0 unchanged).
+    pair = b.op("Concat", b.op("Shape", states, end=1), k["two_1"], axis=0)
+    padded_states = b.op("Concat", b.op("Expand", blank, pair), states, axis=1)
+    rows = _positions(b, padded_states, k)
+    state_count = b.op("Shape", padded_states, start=1, end=2)
+    batch_shape = b.op("Shape", x_name, start=1, end=2)
 
-    # The forward Loop (4.5). float32 models use a finite log-zero, -1e300: no float32 input can
-    # give a log-probability anywhere near it, and it spares the per-frame -inf guard.
-    guard_inf = compute == "float64"
-    log_zero = k["neg_inf"] if guard_inf else b.const(LOG_ZERO, f64)
-    state_index = _positions(b, states, k)
-    first = b.op("Where", b.op("Equal", state_index, k["zero"]), k["zero_f"], log_zero)
-    alpha0 = b.op(
-        "Expand",
-        b.op("Unsqueeze", first, k["axis1"]),
-        b.op("Concat", state_count, b.op("Shape", x_name, start=1, end=2), axis=0),
-    )
-    sources = b.op(
-        "Concat",
-        *(b.op("Unsqueeze", b.op("Add", state_index, b.const(shift, np.int64)), k["axis0"]) for shift in (2, 1, 0)),
-        axis=0,
-    )
-    zeros = b.op("Expand", k["zero_f"], b.op("Shape", alpha0))
-    move_penalties = [_penalty(b, b.op("Transpose", stay, perm=[1, 0]), log_zero, k), zeros]
-    move_penalties.append(_penalty(b, b.op("Transpose", skip, perm=[1, 0]), log_zero, k))
-    penalties = b.op("Concat", *(b.op("Unsqueeze", term, k["axis0"]) for term in move_penalties), axis=0)
-    # Frames are padded to a multiple of UNROLL (those frames are never read) and cut into blocks.
+    # Emissions [T', UNROLL, 2 + S, N] in the compute type, states first like the forward
+    # variables: entry ((t * N + n) * C + class) of the flat log-softmax terms. Frames are padded
+    # to a multiple of UNROLL by repeating the last one; no sample ends in a padded frame.
     frames = b.op("Shape", x_name, start=0, end=1)
+    frame_count, batch = (b.op("Squeeze", b.op("Shape", x_name, start=i, end=i + 1), k["axis0"]) for i in (0, 1))
     unroll = b.const([UNROLL], np.int64)
-    # At least one block: onnx.reference returns a 0-d placeholder for scan outputs of an empty Loop.
-    blocks = b.op("Max", b.op("Div", b.op("Add", frames, b.const([UNROLL - 1], np.int64)), unroll), k["one_1"])
-    extra = b.op("Sub", b.op("Mul", blocks, unroll), frames)
-    pad_frames = b.op("Concat", k["zero_1"], k["zero_1"], k["zero_1"], extra, k["zero_1"], k["zero_1"], axis=0)
-    block_shape = b.op("Concat", blocks, unroll, b.op("Shape", emissions, start=1), axis=0)
-    emission_blocks = b.op("Reshape", b.op("Pad", emissions, pad_frames, k["zero_f"]), block_shape, allowzero=1)
-    moves = ((k["pad_states"], log_zero), sources, penalties)
-    compute_type = helper.np_dtype_to_tensor_dtype(np.dtype(compute))
-    body = _loop_body(k, emission_blocks, moves, compute_type, guard_inf)
-    final, per_block = b.fresh("final"), b.fresh("frames")
+    blocks = b.op("Div", b.op("Add", frames, b.const([UNROLL - 1], np.int64)), unroll)
+    padded_frames = b.op("Range", k["zero"], b.op("Squeeze", b.op("Mul", blocks, unroll), k["axis0"]), k["one"])
+    frame_ids = b.op("Min", padded_frames, b.op("Sub", frame_count, k["one"]))
+    # 0 .. N-1 shaped like target_lengths (not a Range), so shape inference keeps a fixed N.
+    sample_ids = b.op(
+        "Sub", b.op("CumSum", b.op("Add", b.op("Mul", target_lengths, k["zero"]), k["one"]), k["zero"]), k["one"]
+    )
+    frame_rows = b.op(
+        "Add",
+        b.op("Mul", b.op("Unsqueeze", frame_ids, b.const([1, 2], np.int64)), batch),
+        b.op("Unsqueeze", sample_ids, b.const([0, 1], np.int64)),
+    )
+    column_classes = b.op("Unsqueeze", b.op("Transpose", padded_states, perm=[1, 0]), k["axis0"])
+    few = _Builder("few_classes_")
+    by_class = few.op("Transpose", centred, perm=[0, 2, 1])
+    index = few.op("Expand", column_classes, few.op("Concat", frames, state_count, batch_shape, axis=0))
+    few_gathered = few.op("Gather", few.op("GatherElements", by_class, index, axis=1), frame_ids, axis=0)
+    many = _Builder("many_classes_")
+    flat_index = many.op("Add", many.op("Mul", frame_rows, b.op("Squeeze", classes, k["axis0"])), column_classes)
+    many_gathered = _take(many, centred, flat_index)
+    branches = {
+        name: helper.make_graph(
+            part.nodes, name, [], [helper.make_tensor_value_info(out, compute_type, ["F", "S2", "N"])]
+        )
+        for name, part, out in (("few_classes", few, few_gathered), ("many_classes", many, many_gathered))
+    }
+    gathered = b.fresh("gathered")
+    is_few = b.op("LessOrEqual", b.op("Squeeze", classes, k["axis0"]), b.const(FEW_CLASSES, np.int64))
+    b.nodes.append(
+        helper.make_node(
+            "If", [is_few], [gathered], then_branch=branches["few_classes"], else_branch=branches["many_classes"]
+        )
+    )
+    frame_shape = b.op("Concat", frames, k["one_1"], batch_shape, axis=0)
+    frame_log_sum = b.op("Gather", b.op("Reshape", log_sum, frame_shape, allowzero=1), frame_ids, axis=0)
+    emissions = b.op("Sub", gathered, frame_log_sum)
+    block_shape = b.op("Concat", blocks, unroll, state_count, batch_shape, axis=0)
+    emission_blocks = b.op("Reshape", emissions, block_shape, allowzero=1)
+    # Each sample's last active frame (3.1: the mask is a prefix of length T_i; none if T_i = 0).
+    lengths = b.op("ReduceSum", b.op("Cast", active, to=TensorProto.INT64), k["axis0"], keepdims=1)
+    ends = b.op("Equal", b.op("Unsqueeze", b.op("Add", padded_frames, k["one"]), k["axis1"]), lengths)
+    end_shape = b.op("Concat", blocks, unroll, k["one_1"], batch_shape, axis=0)
+    end_rows = b.op("Add", b.op("Mul", target_lengths, k["two"]), k["two"])
+    end_rows = b.op(
+        "Concat", *(b.op("Unsqueeze", r, k["axis0"]) for r in (end_rows, b.op("Sub", end_rows, k["one"]))), axis=0
+    )
+
+    # The forward Loop (4.5), with ln 0 = -inf. Before any frame only state 0 has probability 1.
+    zero_c, neg_inf_c = b.const(0.0, compute), b.const(-np.inf, compute)
+    first = b.op("Where", b.op("Equal", rows, k["two"]), zero_c, neg_inf_c)
+    alpha0 = b.op("Expand", b.op("Unsqueeze", first, k["axis1"]), b.op("Concat", state_count, batch_shape, axis=0))
+    ctx = {
+        "emission_blocks": emission_blocks,
+        "end_blocks": b.op("Reshape", ends, end_shape, allowzero=1),
+        "end_cells": b.op("Add", b.op("Mul", end_rows, batch), b.op("Unsqueeze", sample_ids, k["axis0"])),
+        "step_rows": b.op("Max", b.op("Sub", rows, k["one"]), k["zero"]),
+        "skip_rows": b.op("Max", b.op("Sub", rows, k["two"]), k["zero"]),
+        "zero": zero_c,
+        "axis0": k["axis0"],
+    }
+    allowed_pair = b.op("Expand", b.const(True, np.bool_), pair)
+    for name, allowed in (("stay_penalty", stay), ("skip_penalty", skip)):
+        padded = b.op("Transpose", b.op("Concat", allowed_pair, allowed, axis=1), perm=[1, 0])
+        ctx[name] = b.op("Where", padded, zero_c, neg_inf_c)
+    offset0 = b.op("Expand", k["zero_f"], b.op("Concat", k["one_1"], batch_shape, axis=0))
+    captured0 = b.op("Cast", _take(b, alpha0, ctx["end_cells"]), to=TensorProto.DOUBLE)
+    body = _loop_body(ctx, compute_type)
+    outputs = [b.fresh("alpha"), b.fresh("offset"), b.fresh("captured")]
     trips = b.op("Squeeze", blocks, k["axis0"])
-    b.nodes.append(helper.make_node("Loop", [trips, b.const(True, np.bool_), alpha0], [final, per_block], body=body))
-    # Forward variables after every frame, [1 + T', S, N] with row 0 before any frame; then each
-    # sample's row at its own frame count (the mask's column sum). The explicit shape makes the
-    # result independent of whether a runtime stacks scan outputs (onnxruntime, the ONNX spec's
-    # shape inference) or concatenates them (onnx.reference's vstack).
-    flat_shape = b.op("Concat", b.op("Mul", blocks, unroll), b.op("Shape", emissions, start=1), axis=0)
-    history = b.op(
-        "Concat", b.op("Unsqueeze", alpha0, k["axis0"]), b.op("Reshape", per_block, flat_shape, allowzero=1), axis=0
-    )
-    lengths = b.op("ReduceSum", b.op("Cast", active, to=TensorProto.INT64), k["axis0"], keepdims=0)
-    states_by_samples = b.op("Mul", b.op("Squeeze", state_count, k["axis0"]), batch)
-    cell = b.op(
-        "Add", b.op("Mul", b.op("Unsqueeze", state_index, k["axis1"]), batch), b.op("Unsqueeze", sample_ids, k["axis0"])
-    )
-    at_end = b.op("Add", b.op("Mul", b.op("Unsqueeze", lengths, k["axis0"]), states_by_samples), cell)
-    alpha = _take(b, history, at_end)
+    loop = helper.make_node("Loop", [trips, b.const(True, np.bool_), alpha0, offset0, captured0], outputs, body=body)
+    b.nodes.append(loop)
 
     # Read-out (4.3, 4.4): ln of the mass on states 2L and 2L-1, then NaN for non-finite samples.
-    last = b.op("Mul", target_lengths, b.const(2, np.int64))
-    on_last = _take(b, alpha, b.op("Add", b.op("Mul", last, batch), sample_ids))
-    previous_state = b.op("Max", b.op("Sub", last, k["one"]), k["zero"])
-    before = _take(b, alpha, b.op("Add", b.op("Mul", previous_state, batch), sample_ids))
-    before = b.op("Where", b.op("Greater", last, k["zero"]), before, k["neg_inf"])
-    loss = b.op("Neg", _logsumexp(b, [on_last, before], k))
-    loss = b.op("Where", b.op("Greater", loss, b.const(-LOG_ZERO / 10, f64)), b.const(np.inf, f64), loss)
+    ends_at = (_take(b, outputs[2], b.op("Add", b.op("Mul", k[row], batch), sample_ids)) for row in ("zero", "one"))
+    loss = b.op("Neg", _logsumexp(b, list(ends_at), k["zero_f"]))
     loss = b.op("Where", b.op("Greater", nonfinite_count, k["zero"]), b.const(np.nan, f64), loss)
     b.nodes.append(helper.make_node("CastLike", [loss, x_name], [spec.outputs[0].name]))
 

@@ -31,7 +31,7 @@ def test_comparison_rule(got: list[float], expected: list[float], dtype: str, ok
 
 def test_corpus_covers_the_spec_edge_cases_in_both_types() -> None:
     names = [case.name for case in conformance.corpus()]
-    assert len(names) == len(set(names)) == 180
+    assert len(names) == len(set(names)) == 196
     for edge in ("empty_targets", "infeasible_too_long", "zero_length_sequences", "single_class", "empty_batch"):
         assert f"{edge}/float32" in names and f"{edge}/float64" in names
 
@@ -41,7 +41,7 @@ def test_suite_survives_a_crashing_runtime_and_reports_it(tmp_path) -> None:
     command = [sys.executable, "-m", "ctcop", "conformance", "--runtimes", "reference,openvino", "--json", str(out)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr
-    assert "reference            180     0      0      0" in result.stdout
+    assert "reference            196     0      0      0" in result.stdout
     outcomes = json.loads(out.read_text())
     assert all(o["status"] == "pass" for o in outcomes["reference"].values())
     native = outcomes["openvino"]
@@ -49,7 +49,7 @@ def test_suite_survives_a_crashing_runtime_and_reports_it(tmp_path) -> None:
     assert native["infeasible_too_long/float32"]["status"] == "error"  # D2
     assert native["logits_1e4/float32"]["status"] == "fail"  # D3
     assert native["hand_worked/float32"]["status"] == "pass"
-    assert len(native) == 180
+    assert len(native) == 196
 
 
 def test_strict_mode_and_unknown_runtime() -> None:
@@ -73,7 +73,7 @@ def test_written_corpus_is_consumable_data(tmp_path) -> None:
         text=True,
         timeout=300,
     )
-    assert result.returncode == 0 and "wrote 180 cases" in result.stdout
+    assert result.returncode == 0 and "wrote 196 cases" in result.stdout
     case = np.load(tmp_path / "hand_worked__float64.npz")
     assert case["expected"][0] == pytest.approx(-np.log(0.339), rel=1e-14)
     assert bool(case["merge_repeated"]) and not bool(case["preprocess_collapse_repeated"])
