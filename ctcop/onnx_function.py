@@ -1,18 +1,18 @@
 """CTCLoss-4 as an ONNX model-local function built from standard operators (spec section 11).
 
 The function ``ai.ctcop.CTCLoss`` (version 1) takes the spec's three inputs and two attributes and
-computes, in float64 and log space, exactly what :mod:`ctcop.recursion` computes:
+computes in log space, in its compute type (float64 for float64 models, float32 otherwise), what
+:mod:`ctcop.recursion` computes:
 
-* log-softmax over the C classes as ``(x - max) - ln sum exp(x - max)`` (4.1), in float64 for
-  float64 inputs and in float32 otherwise; only the gathered [T, N, S] values go on in float64;
+* log-softmax over the C classes as ``(x - max) - ln sum exp(x - max)`` (4.1);
 * a frame is non-finite when its log-sum is NaN or its minimum is infinite; an active
   non-finite frame makes its sample NaN (4.4); inactive frames are never read (3.2);
 * pads are removed wherever they stand and, if ``preprocess_collapse_repeated``, repeats merged
   (3.3, 3.4), by a stable per-row permutation built with CumSum and ScatterElements;
 * the extended-label lattice of section 4.5 with its stay/skip masks derived arithmetically from
-  ``merge_repeated``, so one body serves every attribute value;
-* a Loop over time carries the forward variables [N, S] in float64; inactive frames leave them
-  unchanged. Stay and skip moves are masked by adding precomputed 0 / -inf penalties.
+  ``merge_repeated``, so one body serves every attribute value; disallowed moves add -inf;
+* a Loop over blocks of frames carries the forward variables [2 + S, N] relative to a float64
+  per-sample offset, and captures each sample's end states at its last active frame.
 
 The result is cast back to the element type of ``inputs`` with CastLike.
 """
@@ -158,7 +158,7 @@ def _loop_body(ctx: dict[str, str], compute: int) -> onnx.GraphProto:
     b.nodes.append(helper.make_node("Identity", [captured], ["captured_out"]))
     b.nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
     double = TensorProto.DOUBLE
-    # Carried shapes are left to the Loop's inputs, so shape inference keeps fixed dimensions.
+    # Carried values are rank 2 with free dimensions: their sizes are those of the Loop's inputs.
     carried = (("alpha", compute), ("offset", double), ("captured", double))
     return helper.make_graph(
         b.nodes,
@@ -176,16 +176,16 @@ def _loop_body(ctx: dict[str, str], compute: int) -> onnx.GraphProto:
 
 
 def _take(b: _Builder, data: str, flat_index: str) -> str:
-    """``data.ravel()[flat_index]``: Gather on a flat view. (GatherElements is avoided: in
-    onnx.reference it fails, or is wrong, for a gathered axis longer than 64.)"""
+    """``data.ravel()[flat_index]``: Gather on a flat view (see FEW_CLASSES for GatherElements)."""
     return b.op("Gather", b.op("Reshape", data, b.const([-1], np.int64)), flat_index, axis=0)
 
 
 def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.FunctionProto:
     """The model-local function ``ai.ctcop.CTCLoss`` over standard ONNX operators of ``opset``.
 
-    ``compute`` ("float32" or "float64") is the type of the log-softmax over all C classes; the
-    recursion is always float64. The exporters pass float64 for float64 models only.
+    ``compute`` ("float32" or "float64") is the type of the log-softmax and of the recursion
+    (the per-sample offsets and the result are float64). The exporters pass float64 for float64
+    models only.
     """
     spec = form("time_major")
     x_name, mask_name, labels_name = (p.name for p in spec.inputs)
