@@ -132,8 +132,8 @@ def _loop_body(ctx: dict[str, str], compute: int) -> onnx.GraphProto:
     forward variables of states 2L and 2L - 1 at the sample's last active frame. The three move
     terms (stay, step from row r - 1, skip from row r - 2) are separate tensors and every
     operator per frame is elementwise or variadic (onnxruntime's reductions over a short leading
-    axis and its float64 Exp cost several times more). After UNROLL frames each sample's
-    maximum moves from ``alpha`` into ``offset``: the values left in the compute type stay
+    axis and its float64 Exp cost several times more). After UNROLL frames the maximum over
+    each sample's own rows moves from ``alpha`` into ``offset``: the values left in the compute type stay
     small, so float32 rounding is relative to a few frames' log-probabilities, not to the
     whole sum. Frames after a sample's end are computed but never captured. A Loop, not a
     Scan: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
@@ -152,7 +152,8 @@ def _loop_body(ctx: dict[str, str], compute: int) -> onnx.GraphProto:
         alpha = _logsumexp(b, terms, ctx["zero"], b.op("Gather", emissions, at, axis=0))
         at_end = b.op("Cast", _take(b, alpha, ctx["end_cells"]), to=TensorProto.DOUBLE)
         captured = b.op("Where", b.op("Gather", ends, at, axis=0), b.op("Add", at_end, "offset_in"), captured)
-    top = _finite_or(b, b.op("ReduceMax", alpha, ctx["axis0"], keepdims=1), ctx["zero"])
+    own = b.op("Where", ctx["own_rows"], alpha, ctx["neg_inf"])
+    top = _finite_or(b, b.op("ReduceMax", own, ctx["axis0"], keepdims=1), ctx["zero"])
     b.nodes.append(helper.make_node("Sub", [alpha, top], ["alpha_out"]))
     b.nodes.append(helper.make_node("Add", ["offset_in", b.op("Cast", top, to=TensorProto.DOUBLE)], ["offset_out"]))
     b.nodes.append(helper.make_node("Identity", [captured], ["captured_out"]))
@@ -299,9 +300,9 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     lengths = b.op("ReduceSum", b.op("Cast", active, to=TensorProto.INT64), k["axis0"], keepdims=1)
     ends = b.op("Equal", b.op("Unsqueeze", b.op("Add", padded_frames, k["one"]), k["axis1"]), lengths)
     end_shape = b.op("Concat", blocks, unroll, k["one_1"], batch_shape, axis=0)
-    end_rows = b.op("Add", b.op("Mul", target_lengths, k["two"]), k["two"])
+    last_row = b.op("Add", b.op("Mul", target_lengths, k["two"]), k["two"])
     end_rows = b.op(
-        "Concat", *(b.op("Unsqueeze", r, k["axis0"]) for r in (end_rows, b.op("Sub", end_rows, k["one"]))), axis=0
+        "Concat", *(b.op("Unsqueeze", r, k["axis0"]) for r in (last_row, b.op("Sub", last_row, k["one"]))), axis=0
     )
 
     # The forward Loop (4.5), with ln 0 = -inf. Before any frame only state 0 has probability 1.
@@ -314,7 +315,11 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
         "end_cells": b.op("Add", b.op("Mul", end_rows, batch), b.op("Unsqueeze", sample_ids, k["axis0"])),
         "step_rows": b.op("Max", b.op("Sub", rows, k["one"]), k["zero"]),
         "skip_rows": b.op("Max", b.op("Sub", rows, k["two"]), k["zero"]),
+        # Rows of each sample's own lattice: its offset ignores the rows beyond, so a sample's
+        # float32 arithmetic does not depend on the other targets of the batch.
+        "own_rows": b.op("LessOrEqual", b.op("Unsqueeze", rows, k["axis1"]), b.op("Unsqueeze", last_row, k["axis0"])),
         "zero": zero_c,
+        "neg_inf": neg_inf_c,
         "axis0": k["axis0"],
     }
     allowed_pair = b.op("Expand", b.const(True, np.bool_), pair)
