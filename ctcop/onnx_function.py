@@ -253,8 +253,9 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     batch_shape = b.op("Shape", x_name, start=1, end=2)
 
     # Emissions [T', UNROLL, 2 + S, N] in the compute type, states first like the forward
-    # variables: entry ((t * N + n) * C + class) of the flat log-softmax terms. Frames are padded
-    # to a multiple of UNROLL by repeating the last one; no sample ends in a padded frame.
+    # variables. Frames are padded to a multiple of UNROLL by repeating the last one; no sample
+    # ends in a padded frame. An If picks the gather: GatherElements on a [T, C, N] view up to
+    # FEW_CLASSES classes, else entry ((t * N + n) * C + class) of the flat terms.
     frames = b.op("Shape", x_name, start=0, end=1)
     frame_count, batch = (b.op("Squeeze", b.op("Shape", x_name, start=i, end=i + 1), k["axis0"]) for i in (0, 1))
     unroll = b.const([UNROLL], np.int64)
@@ -265,18 +266,19 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     sample_ids = b.op(
         "Sub", b.op("CumSum", b.op("Add", b.op("Mul", target_lengths, k["zero"]), k["one"]), k["zero"]), k["one"]
     )
-    frame_rows = b.op(
-        "Add",
-        b.op("Mul", b.op("Unsqueeze", frame_ids, b.const([1, 2], np.int64)), batch),
-        b.op("Unsqueeze", sample_ids, b.const([0, 1], np.int64)),
-    )
     column_classes = b.op("Unsqueeze", b.op("Transpose", padded_states, perm=[1, 0]), k["axis0"])
     few = _Builder("few_classes_")
     by_class = few.op("Transpose", centred, perm=[0, 2, 1])
     index = few.op("Expand", column_classes, few.op("Concat", frames, state_count, batch_shape, axis=0))
     few_gathered = few.op("Gather", few.op("GatherElements", by_class, index, axis=1), frame_ids, axis=0)
     many = _Builder("many_classes_")
-    flat_index = many.op("Add", many.op("Mul", frame_rows, b.op("Squeeze", classes, k["axis0"])), column_classes)
+    frame_rows = many.op(
+        "Add",
+        many.op("Mul", many.op("Unsqueeze", frame_ids, many.const([1, 2], np.int64)), batch),
+        many.op("Unsqueeze", sample_ids, many.const([0, 1], np.int64)),
+    )
+    class_count = many.op("Squeeze", classes, many.const([0], np.int64))
+    flat_index = many.op("Add", many.op("Mul", frame_rows, class_count), column_classes)
     many_gathered = _take(many, centred, flat_index)
     branches = {
         name: helper.make_graph(
