@@ -115,6 +115,24 @@ def test_exported_float32_loss_does_not_depend_on_the_batch() -> None:
         assert np.array_equal(runtime(inputs[:, order], mask[:, order], labels[order]), batch[order])
 
 
+@pytest.mark.parametrize("classes", [28, 300])
+def test_exported_loss_does_not_depend_on_thread_count(classes: int) -> None:
+    rng = np.random.default_rng(classes)
+    frames, batch = 80, 16
+    inputs = (rng.normal(size=(frames, batch, classes)) * 3.0).astype(np.float32)
+    mask = (np.arange(frames)[:, None] < rng.integers(1, frames + 1, size=batch)[None, :]).astype(np.int32)
+    labels = np.where(rng.random((batch, frames)) < 0.7, -1, rng.integers(0, classes - 1, size=(batch, frames)))
+    model = export.onnx_model().SerializeToString()
+    losses = []
+    for threads in (1, 2, 4):
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        losses.append(session.run(None, {"inputs": inputs, "sequence_mask": mask, "labels": labels})[0])
+    assert all(np.array_equal(losses[0], other) for other in losses[1:])
+    assert_close_to_reference(losses[0], ctcop.ctc_loss(inputs, mask, labels), "float32", "threads")
+
+
 def test_openvino_float64_defects_are_still_there() -> None:
     # Spec 12.2 D4: a float64 model is computed in float32. D5: +inf in a float64 output becomes
     # the largest float32. If OpenVINO fixes either, this test fails and the spec must be updated.
