@@ -12,8 +12,9 @@ defects of OpenVINO's CPU kernel that spec section 12.2 lists with their smalles
   (done here, so the length is the processed length) such samples get +inf and a dummy;
 * G4 a non-finite value in an active frame yields NaN for that sample (rule 4.4).
 
-The dummy sample is one frame and one label of an extra class C whose log-probability is -1e4
-(an extra frame and class are appended), so it is valid for every C, including C = 1.
+The dummy sample is one frame and one label: frame 0 and class 0 when the input has a frame and
+a non-blank class; otherwise an appended frame and/or class of log-probability -1e4, so it is
+valid for every T and C, including T = 0 and C = 1.
 """
 
 from __future__ import annotations
@@ -73,25 +74,32 @@ def lower(
     active = ops.convert(sequence_mask, "boolean")
     frame_counts = ops.reduce_sum(ops.convert(active, "i64"), _i64([0]), keep_dims=False)
     zero = ops.convert_like(ops.constant(np.float32(0.0)), precise)
-    logits = ops.select(ops.unsqueeze(active, _i64([2])), precise, zero)
-    nonfinite = ops.logical_or(ops.is_nan(logits), ops.is_inf(logits))
-    nonfinite_count = ops.reduce_sum(ops.convert(nonfinite, "i64"), _i64([0, 2]), keep_dims=False)
-    log_probs = ops.log_softmax(logits, 2)
+    finite_frames = ops.reduce_logical_and(ops.is_finite(precise), _i64([2]), keep_dims=False)
+    nonfinite = ops.logical_and(active, ops.logical_not(finite_frames))
+    nonfinite_count = ops.reduce_sum(ops.convert(nonfinite, "i64"), _i64([0]), keep_dims=False)
+    log_probs = ops.log_softmax(precise, 2)
 
     classes = ops.gather(ops.shape_of(inputs, "i64"), _i64(2), _i64(0))
     blank = ops.subtract(classes, _i64(1))
     targets, target_lengths = processed_targets(labels, blank, preprocess_collapse_repeated)
 
-    # Kernel inputs with one extra frame and one extra class (G2, G3 dummies), batch-major.
+    # Kernel inputs, batch-major (G2, G3 dummies): a dummy sample is frame 0 with target (0); only
+    # when there is no frame (T = 0) or no class other than the blank (C = 1) is a frame or class
+    # of log-probability DUMMY_LOG_PROB appended (the dummy class is then the new class C = 1).
     batch_major = ops.transpose(log_probs, _i64([1, 0, 2]))
     dummy = ops.convert_like(ops.constant(np.float32(DUMMY_LOG_PROB)), precise)
-    padded = ops.pad(batch_major, _i64([0, 0, 0]), _i64([0, 1, 1]), "constant", dummy)
+    frames = ops.gather(ops.shape_of(inputs, "i64"), _i64([0]), _i64(0))
+    extra_frame = ops.convert(ops.equal(frames, _i64([0])), "i64")
+    extra_class = ops.convert(ops.equal(ops.unsqueeze(classes, _i64([0])), _i64([1])), "i64")
+    padded = ops.pad(
+        batch_major, _i64([0, 0, 0]), ops.concat([_i64([0]), extra_frame, extra_class], 0), "constant", dummy
+    )
     usable = ops.logical_and(ops.greater(target_lengths, _i64(0)), ops.less_equal(target_lengths, frame_counts))
     one = _i64(1)
     kernel_targets = ops.select(
         ops.unsqueeze(usable, _i64([1])),
-        ops.pad(targets, _i64([0, 0]), _i64([0, 1]), "constant", blank),
-        classes,
+        ops.pad(targets, _i64([0, 0]), ops.concat([_i64([0]), extra_frame], 0), "constant", blank),
+        ops.squeeze(extra_class, _i64([0])),
     )
     kernel = ops.ctc_loss(
         padded,
