@@ -181,6 +181,45 @@ def _take(b: _Builder, data: str, flat_index: str) -> str:
     return b.op("Gather", b.op("Reshape", data, b.const([-1], np.int64)), flat_index, axis=0)
 
 
+def _gather_emissions(
+    b: _Builder,
+    centred: str,
+    column_classes: str,
+    frame_ids: str,
+    sample_ids: str,
+    dims: dict[str, str],
+    compute: int,
+) -> str:
+    """``centred[frame_ids[f], n, column_classes[0, r, n]]`` as [F, 2 + S, N].
+
+    An If picks the operator: GatherElements on a [T, C, N] view up to FEW_CLASSES classes, else a
+    Gather of entry ((t * N + n) * C + class) of the flat view. Both give the same values.
+    ``dims`` holds the 1-element shapes ``frames`` (T), ``states`` (2 + S), ``batch`` (N), ``classes`` (C).
+    """
+    few = _Builder("few_classes_")
+    by_class = few.op("Transpose", centred, perm=[0, 2, 1])
+    index = few.op("Expand", column_classes, few.op("Concat", dims["frames"], dims["states"], dims["batch"], axis=0))
+    few_gathered = few.op("Gather", few.op("GatherElements", by_class, index, axis=1), frame_ids, axis=0)
+    many = _Builder("many_classes_")
+    axis0 = many.const([0], np.int64)
+    batch, class_count = (many.op("Squeeze", dims[name], axis0) for name in ("batch", "classes"))
+    frame_rows = many.op(
+        "Add",
+        many.op("Mul", many.op("Unsqueeze", frame_ids, many.const([1, 2], np.int64)), batch),
+        many.op("Unsqueeze", sample_ids, many.const([0, 1], np.int64)),
+    )
+    many_gathered = _take(many, centred, many.op("Add", many.op("Mul", frame_rows, class_count), column_classes))
+    branches = [
+        helper.make_graph(part.nodes, name, [], [helper.make_tensor_value_info(out, compute, ["F", "S2", "N"])])
+        for name, part, out in (("few_classes", few, few_gathered), ("many_classes", many, many_gathered))
+    ]
+    is_few = b.op("LessOrEqual", dims["classes"], b.const([FEW_CLASSES], np.int64))
+    gathered = b.fresh("gathered")
+    condition = b.op("Squeeze", is_few, b.const([0], np.int64))
+    b.nodes.append(helper.make_node("If", [condition], [gathered], then_branch=branches[0], else_branch=branches[1]))
+    return gathered
+
+
 def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.FunctionProto:
     """The model-local function ``ai.ctcop.CTCLoss`` over standard ONNX operators of ``opset``.
 
@@ -254,8 +293,7 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
 
     # Emissions [T', UNROLL, 2 + S, N] in the compute type, states first like the forward
     # variables. Frames are padded to a multiple of UNROLL by repeating the last one; no sample
-    # ends in a padded frame. An If picks the gather: GatherElements on a [T, C, N] view up to
-    # FEW_CLASSES classes, else entry ((t * N + n) * C + class) of the flat terms.
+    # ends in a padded frame.
     frames = b.op("Shape", x_name, start=0, end=1)
     frame_count, batch = (b.op("Squeeze", b.op("Shape", x_name, start=i, end=i + 1), k["axis0"]) for i in (0, 1))
     unroll = b.const([UNROLL], np.int64)
@@ -267,32 +305,8 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
         "Sub", b.op("CumSum", b.op("Add", b.op("Mul", target_lengths, k["zero"]), k["one"]), k["zero"]), k["one"]
     )
     column_classes = b.op("Unsqueeze", b.op("Transpose", padded_states, perm=[1, 0]), k["axis0"])
-    few = _Builder("few_classes_")
-    by_class = few.op("Transpose", centred, perm=[0, 2, 1])
-    index = few.op("Expand", column_classes, few.op("Concat", frames, state_count, batch_shape, axis=0))
-    few_gathered = few.op("Gather", few.op("GatherElements", by_class, index, axis=1), frame_ids, axis=0)
-    many = _Builder("many_classes_")
-    frame_rows = many.op(
-        "Add",
-        many.op("Mul", many.op("Unsqueeze", frame_ids, many.const([1, 2], np.int64)), batch),
-        many.op("Unsqueeze", sample_ids, many.const([0, 1], np.int64)),
-    )
-    class_count = many.op("Squeeze", classes, many.const([0], np.int64))
-    flat_index = many.op("Add", many.op("Mul", frame_rows, class_count), column_classes)
-    many_gathered = _take(many, centred, flat_index)
-    branches = {
-        name: helper.make_graph(
-            part.nodes, name, [], [helper.make_tensor_value_info(out, compute_type, ["F", "S2", "N"])]
-        )
-        for name, part, out in (("few_classes", few, few_gathered), ("many_classes", many, many_gathered))
-    }
-    gathered = b.fresh("gathered")
-    is_few = b.op("LessOrEqual", b.op("Squeeze", classes, k["axis0"]), b.const(FEW_CLASSES, np.int64))
-    b.nodes.append(
-        helper.make_node(
-            "If", [is_few], [gathered], then_branch=branches["few_classes"], else_branch=branches["many_classes"]
-        )
-    )
+    dims = {"frames": frames, "states": state_count, "batch": batch_shape, "classes": classes}
+    gathered = _gather_emissions(b, centred, column_classes, frame_ids, sample_ids, dims, compute_type)
     frame_shape = b.op("Concat", frames, k["one_1"], batch_shape, axis=0)
     frame_log_sum = b.op("Gather", b.op("Reshape", log_sum, frame_shape, allowzero=1), frame_ids, axis=0)
     emissions = b.op("Sub", gathered, frame_log_sum)
