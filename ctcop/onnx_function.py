@@ -194,21 +194,22 @@ def _gather_emissions(
 
     An If picks the operator: GatherElements on a [T, C, N] view up to FEW_CLASSES classes, else a
     Gather of entry ((t * N + n) * C + class) of the flat view. Both give the same values.
-    ``dims`` holds the 1-element shapes ``frames`` (T), ``states`` (2 + S), ``batch`` (N), ``classes`` (C).
+    ``dims`` holds the 1-element shapes ``frames`` (T), ``states`` (2 + S), ``batch`` (N), ``classes``
+    (C) and the scalars ``batch_size`` (N) and ``class_count`` (C).
     """
     few = _Builder("few_classes_")
     by_class = few.op("Transpose", centred, perm=[0, 2, 1])
     index = few.op("Expand", column_classes, few.op("Concat", dims["frames"], dims["states"], dims["batch"], axis=0))
     few_gathered = few.op("Gather", few.op("GatherElements", by_class, index, axis=1), frame_ids, axis=0)
     many = _Builder("many_classes_")
-    axis0 = many.const([0], np.int64)
-    batch, class_count = (many.op("Squeeze", dims[name], axis0) for name in ("batch", "classes"))
     frame_rows = many.op(
         "Add",
-        many.op("Mul", many.op("Unsqueeze", frame_ids, many.const([1, 2], np.int64)), batch),
+        many.op("Mul", many.op("Unsqueeze", frame_ids, many.const([1, 2], np.int64)), dims["batch_size"]),
         many.op("Unsqueeze", sample_ids, many.const([0, 1], np.int64)),
     )
-    many_gathered = _take(many, centred, many.op("Add", many.op("Mul", frame_rows, class_count), column_classes))
+    many_gathered = _take(
+        many, centred, many.op("Add", many.op("Mul", frame_rows, dims["class_count"]), column_classes)
+    )
     branches = [
         helper.make_graph(part.nodes, name, [], [helper.make_tensor_value_info(out, compute, ["F", "S2", "N"])])
         for name, part, out in (("few_classes", few, few_gathered), ("many_classes", many, many_gathered))
@@ -264,7 +265,8 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
 
     # Targets (3.3, 3.4): remove every pad, then collapse repeats when asked.
     classes = b.op("Shape", x_name, start=2, end=3)
-    blank = b.op("Sub", b.op("Squeeze", classes, k["axis0"]), k["one"])
+    class_count = b.op("Squeeze", classes, k["axis0"])
+    blank = b.op("Sub", class_count, k["one"])
     labels = b.op("Cast", labels_name, to=TensorProto.INT64)
     is_pad = b.op("Equal", labels, b.const(-1, np.int64))
     targets, target_lengths = _compact(b, labels, b.op("Not", is_pad), blank, k)
@@ -305,7 +307,14 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
         "Sub", b.op("CumSum", b.op("Add", b.op("Mul", target_lengths, k["zero"]), k["one"]), k["zero"]), k["one"]
     )
     column_classes = b.op("Unsqueeze", b.op("Transpose", padded_states, perm=[1, 0]), k["axis0"])
-    dims = {"frames": frames, "states": state_count, "batch": batch_shape, "classes": classes}
+    dims = {
+        "frames": frames,
+        "states": state_count,
+        "batch": batch_shape,
+        "classes": classes,
+        "batch_size": batch,
+        "class_count": class_count,
+    }
     gathered = _gather_emissions(b, centred, column_classes, frame_ids, sample_ids, dims, compute_type)
     frame_shape = b.op("Concat", frames, k["one_1"], batch_shape, axis=0)
     frame_log_sum = b.op("Gather", b.op("Reshape", log_sum, frame_shape, allowzero=1), frame_ids, axis=0)

@@ -35,6 +35,12 @@ def _shift_right(values: ov.Output, fill: ov.Node) -> ov.Node:
     return ops.slice(padded, _i64([0]), _i64([-1]), _i64([1]), _i64([1]))
 
 
+def _positions(values: ov.Output) -> ov.Node:
+    """0, 1, ..., W-1 for [N, W] ``values``."""
+    width = ops.gather(ops.shape_of(values, "i64"), _i64(1), _i64(0))
+    return ops.range(_i64(0), width, _i64(1), "i64")
+
+
 def _compact(values: ov.Output, keep: ov.Output, fill: ov.Output) -> tuple[ov.Node, ov.Node]:
     """Stable move of each row's kept entries to its front (rest ``fill``), and the counts [N]."""
     kept = ops.convert(keep, "i64")
@@ -42,9 +48,7 @@ def _compact(values: ov.Output, keep: ov.Output, fill: ov.Output) -> tuple[ov.No
     before = ops.subtract(ops.cumsum(kept, _i64(1)), _i64(1))
     after = ops.add(counts, ops.subtract(ops.cumsum(ops.subtract(_i64(1), kept), _i64(1)), _i64(1)))
     moved = ops.scatter_elements_update(values, ops.select(keep, before, after), values, _i64(1))
-    width = ops.gather(ops.shape_of(values, "i64"), _i64(1), _i64(0))
-    position = ops.range(_i64(0), width, _i64(1), "i64")
-    in_target = ops.less(position, counts)
+    in_target = ops.less(_positions(values), counts)
     return ops.select(in_target, moved, fill), ops.squeeze(counts, _i64([1]))
 
 
@@ -53,9 +57,7 @@ def processed_targets(labels: ov.Output, blank: ov.Output, collapse: bool) -> tu
     values = ops.convert(labels, "i64")
     targets, lengths = _compact(values, ops.not_equal(values, _i64(-1)), blank)
     if collapse:
-        width = ops.gather(ops.shape_of(values, "i64"), _i64(1), _i64(0))
-        position = ops.range(_i64(0), width, _i64(1), "i64")
-        in_target = ops.less(position, ops.unsqueeze(lengths, _i64(1)))
+        in_target = ops.less(_positions(values), ops.unsqueeze(lengths, _i64(1)))
         starts_run = ops.not_equal(targets, _shift_right(targets, _i64(-1)))
         targets, lengths = _compact(targets, ops.logical_and(in_target, starts_run), blank)
     return targets, lengths
@@ -79,7 +81,8 @@ def lower(
     nonfinite_count = ops.reduce_sum(ops.convert(nonfinite, "i64"), _i64([0]), keep_dims=False)
     log_probs = ops.log_softmax(precise, 2)
 
-    classes = ops.gather(ops.shape_of(inputs, "i64"), _i64(2), _i64(0))
+    dims = ops.shape_of(inputs, "i64")
+    classes = ops.gather(dims, _i64(2), _i64(0))
     blank = ops.subtract(classes, _i64(1))
     targets, target_lengths = processed_targets(labels, blank, preprocess_collapse_repeated)
 
@@ -88,9 +91,8 @@ def lower(
     # of log-probability DUMMY_LOG_PROB appended (the dummy class is then the new class C = 1).
     batch_major = ops.transpose(log_probs, _i64([1, 0, 2]))
     dummy = ops.convert_like(ops.constant(np.float32(DUMMY_LOG_PROB)), precise)
-    frames = ops.gather(ops.shape_of(inputs, "i64"), _i64([0]), _i64(0))
-    extra_frame = ops.convert(ops.equal(frames, _i64([0])), "i64")
-    extra_class = ops.convert(ops.equal(ops.unsqueeze(classes, _i64([0])), _i64([1])), "i64")
+    extra_frame = ops.convert(ops.equal(ops.gather(dims, _i64([0]), _i64(0)), _i64([0])), "i64")
+    extra_class = ops.convert(ops.equal(ops.gather(dims, _i64([2]), _i64(0)), _i64([1])), "i64")
     padded = ops.pad(
         batch_major, _i64([0, 0, 0]), ops.concat([_i64([0]), extra_frame, extra_class], 0), "constant", dummy
     )
