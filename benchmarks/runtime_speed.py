@@ -1,7 +1,7 @@
 """Time CTCLoss-4 runtimes at seed 001's shapes (T = 150; L = 40, C = 28 and L = 20, C = 5000).
 
 Prints, per shape, the median wall time of one batch through each runtime adapter of
-``ctcop.runtimes`` (models are built and compiled before timing; inputs are float32; every target
+``ctcop.conformance.runtimes`` (models are built and compiled before timing; inputs are float32; every target
 is non-empty and feasible, since OpenVINO's native kernel crashes on empty targets).
 Run: python benchmarks/runtime_speed.py [--batch 64] [--repeat 7] [--runtimes a,b,...]
 """
@@ -14,7 +14,7 @@ import time
 
 from reference_speed import case  # same shapes and data as the reference benchmark
 
-from ctcop.runtimes import RUNTIMES
+from ctcop.conformance.runtimes import RUNTIMES
 
 
 def main() -> None:

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes  # noqa: F401  (registers bfloat16 as a numpy dtype, spec section 6)
 import numpy as np
 import numpy.typing as npt
 
+from .attributes import flag
 from .errors import InvalidInputError
+from .layout import time_major_view
 from .schema import FormSpec, PortSpec, form
 
 IntArray = npt.NDArray[np.int64]
@@ -55,13 +56,6 @@ class CanonicalBatch:
     def frames(self, start: int, stop: int) -> np.ndarray:
         """Logits of frames ``start:stop`` as a time-major [stop-start, N, C] view."""
         return time_major_view(self.logits, self.time_axis, start, stop)
-
-
-def time_major_view(array: np.ndarray, time_axis: int, start: int, stop: int) -> np.ndarray:
-    """Frames ``start:stop`` of a [T, N, C] (time_axis 0) or [N, T, C] array, as a [.., N, C] view."""
-    if time_axis == 0:
-        return array[start:stop]
-    return array[:, start:stop].transpose(1, 0, 2)
 
 
 # -- generic checks (spec section 6) ---------------------------------------------------------
@@ -104,12 +98,6 @@ def _checked(spec: FormSpec, values: Mapping[str, Any]) -> tuple[dict[str, np.nd
     if dims.get("C", 1) == 0:
         raise InvalidInputError(spec.inputs[0].name, "C must be at least 1 (the blank class)")
     return arrays, dims
-
-
-def _flag(value: Any, name: str) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise InvalidInputError(name, f"attribute must be a boolean, got {value!r}")
 
 
 def _first(bad: np.ndarray) -> tuple[int, ...]:
@@ -201,24 +189,24 @@ def _check_label_values(labels: np.ndarray, valid: np.ndarray, where: np.ndarray
 # -- the two forms ---------------------------------------------------------------------------
 
 
-def time_major_frames(inputs: Any, sequence_mask: Any) -> tuple[np.ndarray, IntArray]:
+def time_major_frames(inputs: npt.ArrayLike, sequence_mask: npt.ArrayLike) -> tuple[np.ndarray, IntArray]:
     """Validated ``inputs`` [T, N, C] and the frame counts its ``sequence_mask`` encodes."""
     arrays, _ = _checked(form("time_major"), {"inputs": inputs, "sequence_mask": sequence_mask})
     return arrays["inputs"], mask_lengths(arrays["sequence_mask"])
 
 
 def from_time_major(
-    inputs: Any,
-    sequence_mask: Any,
-    labels: Any,
+    inputs: npt.ArrayLike,
+    sequence_mask: npt.ArrayLike,
+    labels: npt.ArrayLike,
     *,
     preprocess_collapse_repeated: Any,
     merge_repeated: Any,
 ) -> CanonicalBatch:
     """Validate the spec's form (section 2) and reduce it to a :class:`CanonicalBatch`."""
     arrays, dims = _checked(form("time_major"), {"inputs": inputs, "sequence_mask": sequence_mask, "labels": labels})
-    collapse = _flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
-    merge = _flag(merge_repeated, "merge_repeated")
+    collapse = flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
+    merge = flag(merge_repeated, "merge_repeated")
     classes = dims["C"]
     blank = classes - 1
     raw = arrays["labels"]
@@ -246,11 +234,11 @@ def from_time_major(
 
 
 def from_openvino(
-    logits: Any,
-    logit_length: Any,
-    labels: Any,
-    label_length: Any,
-    blank_index: Any,
+    logits: npt.ArrayLike,
+    logit_length: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    label_length: npt.ArrayLike,
+    blank_index: npt.ArrayLike | None,
     *,
     preprocess_collapse_repeated: Any,
     ctc_merge_repeated: Any,
@@ -266,9 +254,9 @@ def from_openvino(
     if blank_index is not None:
         values_in["blank_index"] = blank_index
     arrays, dims = _checked(form("openvino"), values_in)
-    collapse = _flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
-    merge = _flag(ctc_merge_repeated, "ctc_merge_repeated")
-    keep_unique = _flag(unique, "unique")
+    collapse = flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
+    merge = flag(ctc_merge_repeated, "ctc_merge_repeated")
+    keep_unique = flag(unique, "unique")
     frames, classes = dims["T"], dims["C"]
     blank = classes - 1
     if "blank_index" in arrays:

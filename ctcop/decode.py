@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
+from .attributes import flag
 from .canonical import time_major_frames
 from .errors import InvalidInputError
 
 
-def greedy_decode(inputs: Any, sequence_mask: Any, *, merge_repeated: bool = True) -> np.ndarray:
+def greedy_decode(inputs: npt.ArrayLike, sequence_mask: npt.ArrayLike, *, merge_repeated: bool = True) -> np.ndarray:
     """Labels [N, T] int64 padded with -1: per active frame the arg-max class (lowest index on
     ties), repeats merged when ``merge_repeated``, blanks (class C-1) dropped.
 
     A NaN in an active frame has no arg-max and raises :class:`ctcop.InvalidInputError`.
     """
     logits, lengths = time_major_frames(inputs, sequence_mask)
-    if not isinstance(merge_repeated, (bool, np.bool_)):
-        raise InvalidInputError("merge_repeated", f"attribute must be a boolean, got {merge_repeated!r}")
+    merge_repeated = flag(merge_repeated, "merge_repeated")
     frames, n, classes = logits.shape
     active = np.arange(frames)[:, None] < lengths[None, :]
     nan = np.isnan(logits).any(axis=2) & active

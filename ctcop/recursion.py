@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .canonical import CanonicalBatch, time_major_view
+from .canonical import CanonicalBatch
+from .layout import time_major_view
 
 FloatArray = npt.NDArray[np.float64]
 NEG_INF = -np.inf
@@ -141,16 +142,15 @@ def emissions(batch: CanonicalBatch, lattice: Lattice) -> Emissions:
     return Emissions(log_probs, frame_max, log_sum, nonfinite)
 
 
-def forward(
-    batch: CanonicalBatch, lattice: Lattice, emitted: Emissions, keep: bool
-) -> tuple[FloatArray, FloatArray | None]:
-    """Log-likelihood [N] of every sample and, if ``keep``, the forward variables [T, N, S]."""
+def forward(batch: CanonicalBatch, lattice: Lattice, emitted: Emissions) -> tuple[FloatArray, FloatArray]:
+    """Log-likelihood [N] of every sample and the forward variables [T, N, S]: ln of the summed
+    probability of the paths in state s after frame t (a sample's rows stay put after its end)."""
     n, states = lattice.classes.shape
     no_stay = ~lattice.stay
     no_skip = ~lattice.skip
     alpha = np.full((n, states), NEG_INF)
     alpha[:, 0] = 0.0
-    history = np.empty((batch.num_frames, n, states)) if keep else None
+    history = np.empty((batch.num_frames, n, states))
     for t in range(batch.num_frames):
         stay = alpha.copy()
         stay[no_stay] = NEG_INF
@@ -159,8 +159,7 @@ def forward(
         step = _logsumexp3(stay, _shift(alpha, 1), skip) + emitted.log_probs[t]
         active = (t < batch.lengths)[:, None]
         alpha = np.where(active, step, alpha)
-        if history is not None:
-            history[t] = alpha
+        history[t] = alpha
     rows = np.arange(n)
     last = alpha[rows, lattice.last]
     before_last = np.where(lattice.last > 0, alpha[rows, np.maximum(lattice.last - 1, 0)], NEG_INF)
@@ -197,7 +196,7 @@ def log_likelihood(batch: CanonicalBatch) -> FloatArray:
     """ln of the summed probability of all aligned paths, per sample (NaN for non-finite input)."""
     lattice = Lattice.of(batch)
     emitted = emissions(batch, lattice)
-    loglik, _ = forward(batch, lattice, emitted, keep=False)
+    loglik, _ = forward(batch, lattice, emitted)
     loglik[emitted.nonfinite] = np.nan
     return loglik
 
@@ -211,8 +210,7 @@ def log_likelihood_and_grad(batch: CanonicalBatch) -> tuple[FloatArray, np.ndarr
     """
     lattice = Lattice.of(batch)
     emitted = emissions(batch, lattice)
-    loglik, alpha = forward(batch, lattice, emitted, keep=True)
-    assert alpha is not None
+    loglik, alpha = forward(batch, lattice, emitted)
     beta = backward(batch, lattice, emitted)
     grad = np.zeros(batch.logits.shape, dtype=batch.logits.dtype)
     n = batch.batch_size

@@ -6,9 +6,8 @@ Every function validates through :mod:`ctcop.canonical`, computes in float64 thr
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 from . import canonical, recursion
 
@@ -19,9 +18,9 @@ def _rounded(loglik: np.ndarray, batch: canonical.CanonicalBatch) -> np.ndarray:
 
 
 def ctc_loss(
-    inputs: Any,
-    sequence_mask: Any,
-    labels: Any,
+    inputs: npt.ArrayLike,
+    sequence_mask: npt.ArrayLike,
+    labels: npt.ArrayLike,
     *,
     preprocess_collapse_repeated: bool = False,
     merge_repeated: bool = True,
@@ -43,9 +42,9 @@ def ctc_loss(
 
 
 def ctc_loss_grad(
-    inputs: Any,
-    sequence_mask: Any,
-    labels: Any,
+    inputs: npt.ArrayLike,
+    sequence_mask: npt.ArrayLike,
+    labels: npt.ArrayLike,
     *,
     preprocess_collapse_repeated: bool = False,
     merge_repeated: bool = True,
@@ -68,11 +67,11 @@ def ctc_loss_grad(
 
 
 def openvino_ctc_loss(
-    logits: Any,
-    logit_length: Any,
-    labels: Any,
-    label_length: Any,
-    blank_index: Any = None,
+    logits: npt.ArrayLike,
+    logit_length: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    label_length: npt.ArrayLike,
+    blank_index: npt.ArrayLike | None = None,
     *,
     preprocess_collapse_repeated: bool = False,
     ctc_merge_repeated: bool = True,

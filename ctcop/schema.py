@@ -1,7 +1,9 @@
 """The machine-readable schema of CTCLoss-4 (package data ``ctcop/data/ctcloss4.schema.json``).
 
-Validation and the exporters read input names, ranks, element types and attribute defaults from
-here instead of restating them (spec/ctcloss4.md, section "Schema").
+Validation, the attribute type, the tolerance rule and the exporters read input names, ranks,
+element types, attribute defaults, tolerances and the encodings of the op in ONNX and OpenVINO IR
+from here instead of restating them (spec/ctcloss4.md, section "Schema"). Core module: imports
+the standard library only.
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ class FormSpec:
     outputs: tuple[PortSpec, ...]
     attributes: dict[str, bool]
 
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(port.name for port in self.inputs)
+
+    @property
+    def output_name(self) -> str:
+        return self.outputs[0].name
+
 
 @cache
 def raw_schema() -> dict[str, Any]:
@@ -63,3 +73,15 @@ def form(name: str) -> FormSpec:
         outputs=tuple(port(p) for p in spec["outputs"]),
         attributes={a["name"]: bool(a["default"]) for a in spec["attributes"]},
     )
+
+
+def type_constraint(name: str) -> tuple[str, ...]:
+    """The element types of type constraint ``name`` ("T_F", "T_IND" or "T_MASK")."""
+    return tuple(raw_schema()["type_constraints"][name])
+
+
+def encoding(name: str) -> dict[str, Any]:
+    """How the op is written in ``name`` ("onnx": domain, version, op type, minimum opset;
+    "openvino_custom": the IR layer's type and version)."""
+    out: dict[str, Any] = raw_schema()["encodings"][name]
+    return out

@@ -7,10 +7,10 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from test_ir_export import acoustic_model
+from models import openvino_acoustic_model
 
 import ctcop
-from ctcop import export
+from ctcop.openvino import load_ir, save_ir
 
 
 def ctcop_cli(*args: str) -> subprocess.CompletedProcess:
@@ -44,11 +44,11 @@ def test_export_ir_and_attach(tmp_path, form: str) -> None:
     assert ctcop_cli("export", "--format", "ir", "--form", form, "-o", str(op)).returncode == 0
     assert (tmp_path / "ctc.bin").exists()
     acoustic = tmp_path / "acoustic.xml"
-    export.save_ir(acoustic_model(), str(acoustic))
+    save_ir(openvino_acoustic_model(), str(acoustic))
     trained = tmp_path / "train.xml"
     result = ctcop_cli("export", "--format", "ir", "--form", form, "-o", str(trained), "--attach", str(acoustic))
     assert result.returncode == 0, result.stderr
-    model = export.load_ir(str(trained))
+    model = load_ir(str(trained))
     assert [o.get_any_name() for o in model.outputs] == ["logits", "loss"]
     refused = ctcop_cli("export", "--format", "ir", "-o", str(trained), "--attach", str(op), "--logits-output", "loss")
     assert refused.returncode == 2 and "must have rank 3" in refused.stderr

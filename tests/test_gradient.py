@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import ctcop
-from ctcop.cases import random_case
+from ctcop.conformance.cases import random_case
 
 
 @pytest.mark.parametrize(("collapse", "merge"), [(False, True), (True, True), (False, False), (True, False)])

@@ -7,14 +7,14 @@ import textwrap
 
 import numpy as np
 import openvino
-import openvino.opset15 as ops
 import pytest
+from models import openvino_acoustic_model as acoustic_model
 from runtime_check import assert_runtime_matches, run
 
 import ctcop
-from ctcop import export
-from ctcop.cases import edge_cases, random_cases
-from ctcop.runtimes import RUNTIMES
+from ctcop.conformance.cases import edge_cases, random_cases
+from ctcop.conformance.runtimes import RUNTIMES
+from ctcop.openvino import attach_openvino, ir_model, openvino_core, save_ir
 
 
 @pytest.mark.parametrize("runtime", ["openvino-ir", "openvino-custom"])
@@ -44,8 +44,8 @@ def test_custom_op_is_the_reference_bit_for_bit() -> None:
 
 
 def test_ir_files_hold_the_documented_layers(tmp_path) -> None:
-    export.save_ir(export.ir_model(dims=(150, "N", 28)), str(tmp_path / "lowered.xml"))
-    export.save_ir(export.ir_model(form="custom", attributes={"merge_repeated": False}), str(tmp_path / "custom.xml"))
+    save_ir(ir_model(dims=(150, "N", 28)), str(tmp_path / "lowered.xml"))
+    save_ir(ir_model(form="custom", attributes={"merge_repeated": False}), str(tmp_path / "custom.xml"))
     lowered = (tmp_path / "lowered.xml").read_text()
     custom = (tmp_path / "custom.xml").read_text()
     assert 'type="CTCLoss" version="opset4"' in lowered and "ctcop1" not in lowered
@@ -78,7 +78,7 @@ FRESH_PROCESS = textwrap.dedent(
 
 def test_lowered_ir_runs_in_a_fresh_process_without_ctcop(tmp_path) -> None:
     xml = tmp_path / "ctc.xml"
-    export.save_ir(export.ir_model(dtype="float32", mask_dtype="int32", labels_dtype="int64"), str(xml))
+    save_ir(ir_model(dtype="float32", mask_dtype="int32", labels_dtype="int64"), str(xml))
     cases = [c.astype("float32") for c in edge_cases() if c.attributes == edge_cases()[0].attributes]
     arrays = {}
     for case in cases:
@@ -105,50 +105,31 @@ def test_lowered_ir_runs_in_a_fresh_process_without_ctcop(tmp_path) -> None:
         assert_runtime_matches("openvino-ir", np.array(got[case.name]), case)
 
 
-def acoustic_model(rank3: bool = True) -> openvino.Model:
-    """features [T, N, 6] -> MatMul -> logits [T, N, 5] (or a rank-2 output), as OpenVINO ops."""
-    rng = np.random.default_rng(9)
-    features = ops.parameter([-1, -1, 6], np.float32, name="features")
-    features.output(0).get_tensor().set_names({"features"})
-    logits = ops.matmul(features, ops.constant(rng.normal(size=(6, 5)).astype(np.float32)), False, False)
-    if not rank3:
-        logits = ops.reduce_mean(logits, ops.constant(np.array([2])), False)
-    logits.output(0).get_tensor().set_names({"logits"})
-    return openvino.Model([ops.result(logits)], [features], "acoustic")
-
-
 @pytest.mark.parametrize("form", ["lowered", "custom"])
 def test_attach_adds_loss_to_an_openvino_model(form: str) -> None:
-    model = export.attach_openvino(
-        acoustic_model(), "logits", form=form, attributes={"preprocess_collapse_repeated": True}
-    )
+    model = attach_openvino(acoustic_model(), "logits", form=form, attributes={"preprocess_collapse_repeated": True})
     assert [i.get_any_name() for i in model.inputs] == ["features", "sequence_mask", "labels"]
     assert [o.get_any_name() for o in model.outputs] == ["logits", "loss"]
-    compiled = RUNTIMES_CORE.compile_model(model, "CPU")
+    compiled = openvino_core().compile_model(model, "CPU")
     features = np.random.default_rng(1).normal(size=(8, 3, 6)).astype(np.float32)
     mask = (np.arange(8)[:, None] < np.array([8, 5, 0])[None, :]).astype(np.int32)
     labels = np.array([[1, 1, 2, -1, -1, -1, -1, -1], [-1, 3, -1, 3, -1, -1, -1, -1], [-1] * 8])
     result = compiled([features, mask, labels])
     expected = ctcop.ctc_loss(result["logits"], mask, labels, preprocess_collapse_repeated=True)
     np.testing.assert_allclose(result["loss"], expected, rtol=1e-5, atol=1e-4)
-    same = export.attach_openvino(acoustic_model(), 0, form=form)
+    same = attach_openvino(acoustic_model(), 0, form=form)
     assert [o.get_any_name() for o in same.outputs] == ["logits", "loss"]
-
-
-RUNTIMES_CORE = openvino.Core()
-for _extension in ctcop.openvino_extensions():
-    RUNTIMES_CORE.add_extension(_extension)
 
 
 def test_attach_refuses_bad_outputs() -> None:
     with pytest.raises(ctcop.InvalidInputError, match=r"^logits_output: 'logits' must have rank 3"):
-        export.attach_openvino(acoustic_model(rank3=False), "logits")
+        attach_openvino(acoustic_model(rank3=False), "logits")
     with pytest.raises(ctcop.InvalidInputError, match=r"^logits_output: 'nope' is not an output"):
-        export.attach_openvino(acoustic_model(), "nope")
+        attach_openvino(acoustic_model(), "nope")
     with pytest.raises(ctcop.InvalidInputError, match=r"^logits_output: index 3 is outside \[0, 0\]"):
-        export.attach_openvino(acoustic_model(), 3)
+        attach_openvino(acoustic_model(), 3)
     with pytest.raises(ctcop.InvalidInputError, match=r"^model: already has a value named 'sequence_mask'"):
-        export.attach_openvino(export.attach_openvino(acoustic_model(), "logits"), "logits")
+        attach_openvino(attach_openvino(acoustic_model(), "logits"), "logits")
 
 
 @pytest.mark.parametrize(
@@ -163,7 +144,7 @@ def test_attach_refuses_bad_outputs() -> None:
 )
 def test_bad_exporter_arguments(options: dict, pattern: str) -> None:
     with pytest.raises(ctcop.InvalidInputError, match=pattern):
-        export.ir_model(**options)
+        ir_model(**options)
 
 
 def test_custom_op_reports_invalid_input_instead_of_a_number() -> None:

@@ -5,13 +5,13 @@ import onnx
 import onnxruntime
 import openvino
 import pytest
-from onnx import helper
-from runtime_check import FLOAT32_MAX, assert_close_to_reference, assert_runtime_matches, run
+from models import onnx_acoustic_model as acoustic_model
+from runtime_check import SATURATED, assert_close_to_reference, assert_runtime_matches, run
 
 import ctcop
-from ctcop import export
-from ctcop.cases import edge_cases, random_cases
-from ctcop.runtimes import RUNTIMES
+from ctcop.conformance.cases import edge_cases, random_cases
+from ctcop.conformance.runtimes import RUNTIMES
+from ctcop.onnx import attach_onnx, function, onnx_model
 
 EXPORTED = ["onnxruntime", "onnx-reference", "openvino-onnx"]
 
@@ -21,7 +21,7 @@ def reference(case) -> np.ndarray:
 
 
 def test_model_is_valid_and_infers_loss_shape() -> None:
-    model = export.onnx_model(dtype="float64", dims=("T", "batch", 29))
+    model = onnx_model(dtype="float64", dims=("T", "batch", 29))
     onnx.checker.check_model(model, full_check=True)
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     (node,) = inferred.graph.node
@@ -35,7 +35,7 @@ def test_model_is_valid_and_infers_loss_shape() -> None:
 
 
 def test_loss_shape_is_inferred_through_the_function() -> None:
-    model = export.onnx_model(dims=(7, 3, 5))
+    model = onnx_model(dims=(7, 3, 5))
     del model.graph.output[0].type.tensor_type.shape.dim[:]
     model.graph.output[0].type.tensor_type.ClearField("shape")
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
@@ -86,7 +86,7 @@ def test_float32_export_stays_accurate_on_long_sequences(
     labels[:, :target] = rng.integers(0, classes - 1, size=(batch, target))
     expected = ctcop.ctc_loss(inputs.astype(np.float64), mask, labels)
     got = RUNTIMES["onnxruntime"](inputs, mask, labels).astype(np.float64)
-    assert (classes > export.onnx_function.FEW_CLASSES) == many_classes
+    assert (classes > function.FEW_CLASSES) == many_classes
     assert np.isfinite(expected).all() and expected.min() > 100.0
     np.testing.assert_allclose(got, expected, rtol=2e-6, atol=0)
 
@@ -122,7 +122,7 @@ def test_exported_loss_does_not_depend_on_thread_count(classes: int) -> None:
     inputs = (rng.normal(size=(frames, batch, classes)) * 3.0).astype(np.float32)
     mask = (np.arange(frames)[:, None] < rng.integers(1, frames + 1, size=batch)[None, :]).astype(np.int32)
     labels = np.where(rng.random((batch, frames)) < 0.7, -1, rng.integers(0, classes - 1, size=(batch, frames)))
-    model = export.onnx_model().SerializeToString()
+    model = onnx_model().SerializeToString()
     losses = []
     for threads in (1, 2, 4):
         options = onnxruntime.SessionOptions()
@@ -134,15 +134,18 @@ def test_exported_loss_does_not_depend_on_thread_count(classes: int) -> None:
 
 
 def test_openvino_float64_defects_are_still_there() -> None:
-    # Spec 12.2 D4: a float64 model is computed in float32. D5: +inf in a float64 output becomes
-    # the largest float32. If OpenVINO fixes either, this test fails and the spec must be updated.
+    # Spec 12.2 D4: a float64 model is computed in float32. D5: +inf in a float64 output becomes a
+    # large finite value: float32's largest, or bfloat16's where the plugin infers in bfloat16 (the
+    # default on AVX-512-BF16 and AMX CPUs). If OpenVINO fixes either, this test fails and the
+    # spec must be updated.
     case = edge_cases()[0].astype("float64")
     got = run("openvino-onnx", case)
     assert got.dtype == np.float64
     error = abs(got[0] - reference(case)[0]) / reference(case)[0]
     assert 1e-12 < error < 1e-6
     infeasible = next(c for c in edge_cases() if c.name == "infeasible_too_long")
-    assert run("openvino-onnx", infeasible)[1:].tolist() == [FLOAT32_MAX, FLOAT32_MAX]
+    saturated = run("openvino-onnx", infeasible)[1:]
+    assert saturated[0] == saturated[1] and saturated[0] in SATURATED
     assert np.isinf(run("openvino-onnx", infeasible.astype("float32"))[1:]).all()
 
 
@@ -157,7 +160,7 @@ def test_float16_and_integer_types(runtime: str) -> None:
 
 
 def test_fixed_dims_and_opset_option() -> None:
-    model = export.onnx_model(dims=(4, 2, 3), opset=21, mask_dtype="uint8", labels_dtype="int16")
+    model = onnx_model(dims=(4, 2, 3), opset=21, mask_dtype="uint8", labels_dtype="int16")
     assert {o.domain: o.version for o in model.opset_import} == {"": 21, "ai.ctcop": 1}
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     inputs = np.random.default_rng(0).normal(size=(4, 2, 3)).astype(np.float32)
@@ -188,34 +191,11 @@ def test_fixed_dims_and_opset_option() -> None:
 def test_bad_exporter_arguments(options: dict, pattern: str) -> None:
     error = TypeError if "color" in options else ctcop.InvalidInputError
     with pytest.raises(error, match=pattern):
-        export.onnx_model(**options)
-
-
-def acoustic_model(rank3: bool = True) -> onnx.ModelProto:
-    """features [T, N, 6] -> MatMul -> Add -> logits [T, N, 5] (or a rank-2 output)."""
-    rng = np.random.default_rng(9)
-    weights = helper.make_tensor("W", onnx.TensorProto.FLOAT, [6, 5], rng.normal(size=30).astype(np.float32))
-    bias = helper.make_tensor("B", onnx.TensorProto.FLOAT, [5], rng.normal(size=5).astype(np.float32))
-    nodes = [
-        helper.make_node("MatMul", ["features", "W"], ["scores"]),
-        helper.make_node("Add", ["scores", "B"], ["logits"]),
-    ]
-    outputs = [helper.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, ["T", "N", 5])]
-    if not rank3:
-        nodes.append(helper.make_node("ReduceMean", ["logits"], ["pooled"], axes=[2], keepdims=0))
-        outputs = [helper.make_tensor_value_info("pooled", onnx.TensorProto.FLOAT, ["T", "N"])]
-    graph = helper.make_graph(
-        nodes,
-        "acoustic",
-        [helper.make_tensor_value_info("features", onnx.TensorProto.FLOAT, ["T", "N", 6])],
-        outputs,
-        initializer=[weights, bias],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        onnx_model(**options)
 
 
 def test_attach_adds_loss_to_an_acoustic_model() -> None:
-    model = export.attach_onnx(acoustic_model(), "logits", attributes={"merge_repeated": False})
+    model = attach_onnx(acoustic_model(), "logits", attributes={"merge_repeated": False})
     assert [i.name for i in model.graph.input] == ["features", "sequence_mask", "labels"]
     assert [o.name for o in model.graph.output] == ["logits", "loss"]
     features = np.random.default_rng(1).normal(size=(8, 3, 6)).astype(np.float32)
@@ -233,22 +213,25 @@ def test_attach_adds_loss_to_an_acoustic_model() -> None:
         core.add_extension(extension)
     compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU")
     result = compiled(feeds)
-    assert_close_to_reference(result["loss"], expected, "float32", "attached, openvino")
+    # OpenVINO's own logits: on AVX-512-BF16 / AMX CPUs its MatMul runs in bfloat16 by default, so
+    # they differ from onnxruntime's by ~1e-3; the loss must be that of the logits it produced.
+    own = ctcop.ctc_loss(result["logits"], mask, labels, merge_repeated=False)
+    assert_close_to_reference(result["loss"], own, "float32", "attached, openvino")
 
 
 def test_attach_refuses_bad_outputs() -> None:
     with pytest.raises(ctcop.InvalidInputError, match=r"^logits_output: 'pooled' must have rank 3"):
-        export.attach_onnx(acoustic_model(rank3=False), "pooled")
+        attach_onnx(acoustic_model(rank3=False), "pooled")
     with pytest.raises(ctcop.InvalidInputError, match=r"^logits_output: 'nope' is not an output"):
-        export.attach_onnx(acoustic_model(), "nope")
-    attached = export.attach_onnx(acoustic_model(), "logits")
+        attach_onnx(acoustic_model(), "nope")
+    attached = attach_onnx(acoustic_model(), "logits")
     with pytest.raises(ctcop.InvalidInputError, match=r"^model: already has a value named 'sequence_mask'"):
-        export.attach_onnx(attached, "logits")
+        attach_onnx(attached, "logits")
 
 
 def test_stock_openvino_refuses_the_custom_domain(tmp_path) -> None:
     path = tmp_path / "ctc.onnx"
-    onnx.save(export.onnx_model(), path)
+    onnx.save(onnx_model(), path)
     with pytest.raises(Exception, match="CTCLoss"):
         openvino.Core().read_model(path)
     core = openvino.Core()

@@ -8,7 +8,7 @@ from cases import random_openvino_case
 from oracle import openvino_loss, time_major_loss
 
 import ctcop
-from ctcop.cases import random_case
+from ctcop.conformance.cases import random_case
 
 ATTRIBUTES = list(itertools.product([False, True], [False, True]))
 

@@ -1,7 +1,7 @@
 """Property tests (hypothesis): invariances that the spec implies for every valid input."""
 
 import numpy as np
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import ctcop
@@ -94,8 +94,7 @@ def test_mask_and_label_integer_types_do_not_matter(batch: tuple) -> None:
 def test_nonfinite_active_value_gives_nan_for_that_sample_only(batch: tuple) -> None:
     inputs, mask, labels, attrs = batch
     active = np.argwhere(mask == 1)
-    if active.size == 0:
-        return
+    assume(active.size > 0)
     t, i = active[len(active) // 2]
     dirty = inputs.copy()
     dirty[t, i, 0] = np.inf

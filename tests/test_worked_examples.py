@@ -8,10 +8,10 @@ from oracle import decode_path
 
 import ctcop
 from ctcop import canonical, recursion
+from ctcop.examples import HAND_WORKED_PROBS, SEED_LABELS, worked_examples
 
 # Section 9.1: T = 3, C = 3 (classes a = 0, b = 1, blank = 2); logits are ln of these probabilities.
-PROBS = np.array([[0.5, 0.2, 0.3], [0.4, 0.1, 0.5], [0.6, 0.3, 0.1]])
-INPUTS = np.log(PROBS)[:, None, :]
+INPUTS = np.log(HAND_WORKED_PROBS)[:, None, :]
 MASK = np.ones((3, 1), dtype=np.int64)
 
 
@@ -47,8 +47,7 @@ def test_hand_worked_forward_table() -> None:
         INPUTS, MASK, np.array([[0, -1, -1]]), preprocess_collapse_repeated=False, merge_repeated=True
     )
     lattice = recursion.Lattice.of(batch)
-    loglik, alpha = recursion.forward(batch, lattice, recursion.emissions(batch, lattice), keep=True)
-    assert alpha is not None
+    loglik, alpha = recursion.forward(batch, lattice, recursion.emissions(batch, lattice))
     table = [[0.3, 0.5, 0.0], [0.15, 0.32, 0.25], [0.015, 0.282, 0.057]]
     np.testing.assert_allclose(np.exp(alpha[:, 0, :]), table, rtol=1e-13, atol=0)
     assert loglik[0] == pytest.approx(math.log(0.339), rel=1e-14)
@@ -78,6 +77,16 @@ def test_seed_example_decoding() -> None:
 def test_seed_example_uniform_logits(merge: bool, paths: int) -> None:
     # With uniform logits every path has probability 5**-9, so loss = 9 ln 5 - ln(#aligned paths).
     # 495 = C(12, 4) aligned paths when merging, 126 = C(9, 4) without (spec section 9.2).
-    labels = np.array([[0, 3, 2, 2, -1, -1, -1, -1, -1]])
+    labels = np.array([SEED_LABELS])
     loss = ctcop.ctc_loss(np.zeros((9, 1, 5)), np.ones((9, 1), dtype=np.int8), labels, merge_repeated=merge)
     assert loss[0] == pytest.approx(9 * math.log(5) - math.log(paths), rel=1e-13)
+
+
+@pytest.mark.parametrize("example", worked_examples(), ids=lambda e: e.name)
+def test_worked_example_table(example) -> None:
+    # The table behind `ctcop example` and the corpus: its closed forms are the values above.
+    closed = {"-ln(0.339)": -math.log(0.339), "9 ln 5 - ln 495": 9 * math.log(5) - math.log(495)}
+    closed["9 ln 5 - ln 126"] = 9 * math.log(5) - math.log(126)
+    assert example.expected == closed[example.closed_form]
+    loss = ctcop.ctc_loss(example.inputs, example.sequence_mask, example.labels, **example.attributes)
+    assert loss[0] == pytest.approx(example.expected, rel=1e-13)

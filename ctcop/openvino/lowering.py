@@ -1,4 +1,4 @@
-"""CTCLoss-4 (time-major form) lowered onto stock OpenVINO operators (spec section 12).
+"""CTCLoss-4 (time-major form) lowered onto stock OpenVINO operators (spec section 12.1).
 
 The core is OpenVINO's own CTCLoss-4 (opset4). Around it sit the layout adapters the forms need
 (time-major to batch-major, mask to lengths, pads removed anywhere, blank C-1) and guards for the

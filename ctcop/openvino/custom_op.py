@@ -12,15 +12,17 @@ from typing import Any
 
 import openvino as ov
 
-from .reference import ctc_loss
-from .schema import form
+from ..attributes import Attributes
+from ..reference import ctc_loss
+from ..schema import encoding
 
 try:
     from openvino import DiscreteTypeInfo
 except ImportError:  # pragma: no cover - older layouts of the openvino package
     from openvino.runtime import DiscreteTypeInfo
 
-OPSET_VERSION = "ctcop1"
+OPSET_VERSION: str = encoding("openvino_custom")["version"]
+LAYER_TYPE: str = encoding("openvino_custom")["type"]
 
 
 def _flag(value: Any) -> bool:
@@ -33,11 +35,11 @@ def _flag(value: Any) -> bool:
 class CTCLossOp(ov.Op):  # type: ignore[misc]
     """OpenVINO operation ``CTCLoss`` (version ``ctcop1``): the spec's time-major CTCLoss-4."""
 
-    class_type_info = DiscreteTypeInfo("CTCLoss", OPSET_VERSION)
+    class_type_info = DiscreteTypeInfo(LAYER_TYPE, OPSET_VERSION)
 
-    def __init__(self, inputs: list[ov.Output] | None = None, attributes: dict[str, bool] | None = None) -> None:
+    def __init__(self, inputs: list[ov.Output] | None = None, attributes: Attributes | None = None) -> None:
         super().__init__(self)
-        self._attributes: dict[str, Any] = {**form("time_major").attributes, **(attributes or {})}
+        self._attributes: dict[str, Any] = dict(attributes or Attributes.of())
         if inputs is not None:
             self.set_arguments(inputs)
             self.constructor_validate_and_infer_types()
@@ -45,8 +47,8 @@ class CTCLossOp(ov.Op):  # type: ignore[misc]
     def get_type_info(self) -> Any:
         return CTCLossOp.class_type_info
 
-    def attributes(self) -> dict[str, bool]:
-        return {name: _flag(value) for name, value in self._attributes.items()}
+    def attributes(self) -> Attributes:
+        return Attributes.of({name: _flag(value) for name, value in self._attributes.items()})
 
     def validate_and_infer_types(self) -> None:
         batch = self.get_input_partial_shape(0)

@@ -2,7 +2,8 @@
 
 Every adapter returns the [N] loss the runtime computes for ``(inputs, sequence_mask, labels)``
 with the given attributes. Exported models are built for the inputs' element types and cached.
-The conformance runner and the tests measure runtimes through these adapters only.
+The conformance runner and the tests measure runtimes through these adapters only. The wings
+(onnx, onnxruntime, openvino) are imported inside the adapters that need them.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from . import canonical, export
-from .reference import ctc_loss
-from .schema import form
+from .. import canonical
+from ..attributes import Attributes
+from ..reference import ctc_loss
 
-Attributes = tuple[tuple[str, bool], ...]
-Evaluate = Callable[[np.ndarray, np.ndarray, np.ndarray, dict[str, bool]], np.ndarray]
+Evaluate = Callable[[np.ndarray, np.ndarray, np.ndarray, Attributes], np.ndarray]
+Key = tuple[str, str, str, Attributes]
 
 
 @dataclass(frozen=True)
@@ -35,21 +36,19 @@ class Runtime:
     def __call__(
         self, inputs: np.ndarray, sequence_mask: np.ndarray, labels: np.ndarray, **attributes: bool
     ) -> np.ndarray:
-        chosen = {**form("time_major").attributes, **attributes}
+        chosen = Attributes.of(attributes)
         return self.evaluate(np.asarray(inputs), np.asarray(sequence_mask), np.asarray(labels), chosen)
 
 
-def _key(
-    inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]
-) -> tuple[str, str, str, Attributes]:
-    return (inputs.dtype.name, mask.dtype.name, labels.dtype.name, tuple(sorted(attributes.items())))
+def _key(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> Key:
+    return (inputs.dtype.name, mask.dtype.name, labels.dtype.name, attributes)
 
 
-def _model_bytes(key: tuple[str, str, str, Attributes]) -> bytes:
+def _model_bytes(key: Key) -> bytes:
+    from ..onnx import onnx_model
+
     dtype, mask_dtype, labels_dtype, attributes = key
-    model = export.onnx_model(
-        dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, attributes=dict(attributes)
-    )
+    model = onnx_model(dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, attributes=attributes)
     return bytes(model.SerializeToString())
 
 
@@ -57,12 +56,12 @@ def _feeds(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) -> dict[str
     return {"inputs": inputs, "sequence_mask": mask, "labels": labels}
 
 
-def _reference(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]) -> np.ndarray:
+def _reference(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
     return ctc_loss(inputs, mask, labels, **attributes)
 
 
 @cache
-def _ort_session(key: tuple[str, str, str, Attributes]) -> Any:
+def _ort_session(key: Key) -> Any:
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -70,22 +69,20 @@ def _ort_session(key: tuple[str, str, str, Attributes]) -> Any:
     return onnxruntime.InferenceSession(_model_bytes(key), options, providers=["CPUExecutionProvider"])
 
 
-def _onnxruntime(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]) -> np.ndarray:
+def _onnxruntime(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
     session = _ort_session(_key(inputs, mask, labels, attributes))
     result: np.ndarray = session.run(None, _feeds(inputs, mask, labels))[0]
     return result
 
 
 @cache
-def _onnx_reference_evaluator(key: tuple[str, str, str, Attributes]) -> Any:
+def _onnx_reference_evaluator(key: Key) -> Any:
     from onnx.reference import ReferenceEvaluator
 
     return ReferenceEvaluator(_model_bytes(key))
 
 
-def _onnx_reference(
-    inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]
-) -> np.ndarray:
+def _onnx_reference(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
     evaluator = _onnx_reference_evaluator(_key(inputs, mask, labels, attributes))
     with np.errstate(all="ignore"):
         result: np.ndarray = evaluator.run(None, _feeds(inputs, mask, labels))[0]
@@ -93,20 +90,9 @@ def _onnx_reference(
 
 
 @cache
-def openvino_core() -> Any:
-    """An ``openvino.Core`` with ctcop's extensions added."""
-    import openvino
+def _openvino_onnx_model(key: Key) -> Any:
+    from ..openvino import openvino_core
 
-    from .extensions import openvino_extensions
-
-    core = openvino.Core()
-    for extension in openvino_extensions():
-        core.add_extension(extension)
-    return core
-
-
-@cache
-def _openvino_onnx_model(key: tuple[str, str, str, Attributes]) -> Any:
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "ctc_loss.onnx")
         with open(path, "wb") as file:
@@ -114,30 +100,30 @@ def _openvino_onnx_model(key: tuple[str, str, str, Attributes]) -> Any:
         return openvino_core().compile_model(openvino_core().read_model(path), "CPU")
 
 
-def _openvino_onnx(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]) -> np.ndarray:
+def _openvino_onnx(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
     compiled = _openvino_onnx_model(_key(inputs, mask, labels, attributes))
     return np.asarray(compiled([inputs, mask, labels])[0])
 
 
 @cache
-def _openvino_ir_model(key: tuple[str, str, str, Attributes], ir_form: str) -> Any:
+def _openvino_ir_model(key: Key, ir_form: str) -> Any:
     """ctcop's IR, saved and read back: by a stock Core for the lowered form (it needs nothing
     else), by a Core with ctcop's extensions for the custom-op form."""
     import openvino
 
+    from ..openvino import ir_model, openvino_core, save_ir
+
     dtype, mask_dtype, labels_dtype, attributes = key
-    model = export.ir_model(
-        form=ir_form, dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, attributes=dict(attributes)
-    )
+    model = ir_model(form=ir_form, dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, attributes=attributes)
     core = openvino.Core() if ir_form == "lowered" else openvino_core()
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "ctc_loss.xml")
-        export.save_ir(model, path)
+        save_ir(model, path)
         return core.compile_model(core.read_model(path), "CPU")
 
 
 def _openvino_ir(ir_form: str) -> Evaluate:
-    def evaluate(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]) -> np.ndarray:
+    def evaluate(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
         compiled = _openvino_ir_model(_key(inputs, mask, labels, attributes), ir_form)
         return np.asarray(compiled([inputs, mask, labels])[0])
 
@@ -149,7 +135,6 @@ def _openvino_native_model(dtype: str, attributes: Attributes) -> Any:
     import openvino
     import openvino.opset4 as opset4
 
-    flags = dict(attributes)
     parameters = [
         opset4.parameter([-1, -1, -1], np.dtype(dtype), name="logits"),
         opset4.parameter([-1], np.int64, name="logit_length"),
@@ -158,8 +143,8 @@ def _openvino_native_model(dtype: str, attributes: Attributes) -> Any:
     ]
     node = opset4.ctc_loss(
         *parameters,
-        preprocess_collapse_repeated=flags["preprocess_collapse_repeated"],
-        ctc_merge_repeated=flags["merge_repeated"],
+        preprocess_collapse_repeated=attributes["preprocess_collapse_repeated"],
+        ctc_merge_repeated=attributes["merge_repeated"],
         unique=False,
     )
     return openvino.Core().compile_model(openvino.Model([node], parameters), "CPU")
@@ -180,10 +165,8 @@ def openvino_native_inputs(
     return np.ascontiguousarray(inputs.transpose(1, 0, 2)), batch.lengths, targets, batch.target_lengths
 
 
-def _openvino_native(
-    inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: dict[str, bool]
-) -> np.ndarray:
-    compiled = _openvino_native_model(inputs.dtype.name, tuple(sorted(attributes.items())))
+def _openvino_native(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
+    compiled = _openvino_native_model(inputs.dtype.name, attributes)
     return np.asarray(compiled(list(openvino_native_inputs(inputs, mask, labels)))[0])
 
 

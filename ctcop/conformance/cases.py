@@ -1,4 +1,5 @@
-"""CTCLoss-4 test cases as data: the named edge cases of spec section 4.4 and seeded random cases.
+"""CTCLoss-4 test cases as data: the worked examples of spec section 9, the named edge cases of
+section 4.4 and seeded random cases.
 
 A :class:`Case` holds exactly what a runtime consumes (the three inputs and the attributes), so
 the tests and the conformance runner feed the same data to every runtime.
@@ -10,7 +11,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-DEFAULT_ATTRIBUTES = {"preprocess_collapse_repeated": False, "merge_repeated": True}
+from ..attributes import Attributes
+from ..examples import worked_examples
 
 
 @dataclass(frozen=True)
@@ -21,14 +23,14 @@ class Case:
     inputs: np.ndarray
     sequence_mask: np.ndarray
     labels: np.ndarray
-    attributes: dict[str, bool] = field(default_factory=lambda: dict(DEFAULT_ATTRIBUTES))
+    attributes: Attributes = field(default_factory=Attributes.of)
 
     def astype(self, dtype: str) -> Case:
         return replace(self, inputs=self.inputs.astype(dtype))
 
     def with_attributes(self, **attributes: bool) -> Case:
-        suffix = ",".join(f"{k}={int(v)}" for k, v in sorted(attributes.items()))
-        return replace(self, name=f"{self.name}[{suffix}]", attributes={**self.attributes, **attributes})
+        changed = self.attributes.replace(**attributes)
+        return replace(self, name=f"{self.name}[{changed.label()}]", attributes=changed)
 
 
 def _mask(frames: int, lengths: list[int]) -> np.ndarray:
@@ -74,18 +76,17 @@ def random_cases(seed: int, count: int, max_t: int = 12, max_c: int = 8, max_n: 
 
 
 def edge_cases() -> list[Case]:
-    """The edge cases of spec section 4.4 and the worked examples of section 9, float64."""
+    """The worked examples of spec section 9 and the edge cases of section 4.4, float64."""
     rng = np.random.default_rng(2026)
-    hand = np.log(np.array([[0.5, 0.2, 0.3], [0.4, 0.1, 0.5], [0.6, 0.3, 0.1]]))[:, None, :]
     base = rng.normal(size=(6, 3, 5))
     mixed = [6, 4, 2]
     nan_masked = base.copy()
     nan_masked[4:, 1] = np.nan
     inf_active = base.copy()
     inf_active[1, 2, 3] = np.inf
+    examples = [Case(e.name, e.inputs, e.sequence_mask, e.labels, e.attributes) for e in worked_examples()]
     cases = [
-        Case("hand_worked", hand, _mask(3, [3]), _labels([[0]], 3)),
-        Case("seed_example_uniform", np.zeros((9, 1, 5)), _mask(9, [9]), _labels([[0, 3, 2, 2]], 9)),
+        *examples,
         Case("empty_targets", base, _mask(6, mixed), _labels([[], [], []], 6)),
         Case(
             "interior_pads",

@@ -8,19 +8,17 @@ import openvino as ov
 from openvino.frontend import NodeContext
 from openvino.frontend.onnx import ConversionExtension
 
-from . import onnx_function
-from .openvino_custom_op import CTCLossOp
-from .openvino_lowering import lower
-from .schema import form
+from ..attributes import Attributes
+from ..schema import encoding
+from .custom_op import CTCLossOp
+from .lowering import lower
 
 
 def _convert_onnx_node(node: NodeContext) -> list[ov.Output]:
     """Map one ``ai.ctcop.CTCLoss`` ONNX node onto OpenVINO operators (the lowering)."""
-    flags = {
-        name: bool(node.get_attribute(name, int(default), int))
-        for name, default in form("time_major").attributes.items()
-    }
-    loss = lower(node.get_input(0), node.get_input(1), node.get_input(2), **flags)
+    defaults = Attributes.of()
+    attributes = Attributes.of({name: bool(node.get_attribute(name, int(v), int)) for name, v in defaults.items()})
+    loss = lower(node.get_input(0), node.get_input(1), node.get_input(2), **attributes)
     return [loss.output(0)]
 
 
@@ -34,8 +32,9 @@ def openvino_extensions() -> list[Any]:
     that mixes the two.)
 
     With them, ``Core.read_model`` maps the ``ai.ctcop.CTCLoss`` node of an ONNX model from
-    :mod:`ctcop.export` onto OpenVINO's native CTCLoss-4 and the adapters of
-    :mod:`ctcop.openvino_lowering`, and reads IR layers of type ``CTCLoss`` version ``ctcop1``
-    (the custom-op form) as :class:`ctcop.openvino_custom_op.CTCLossOp`.
+    :mod:`ctcop.onnx` onto OpenVINO's native CTCLoss-4 and the adapters of
+    :mod:`ctcop.openvino.lowering`, and reads IR layers of type ``CTCLoss`` version ``ctcop1``
+    (the custom-op form) as :class:`ctcop.openvino.custom_op.CTCLossOp`.
     """
-    return [ConversionExtension(onnx_function.OP_TYPE, onnx_function.DOMAIN, _convert_onnx_node), CTCLossOp]
+    onnx_encoding = encoding("onnx")
+    return [ConversionExtension(onnx_encoding["op_type"], onnx_encoding["domain"], _convert_onnx_node), CTCLossOp]

@@ -1,0 +1,91 @@
+"""The ONNX writer: a model holding one ``ai.ctcop.CTCLoss`` node and its function (spec 11.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import onnx
+from onnx import helper
+
+from ..errors import InvalidInputError
+from ..options import Dim, Dims, ExportOptions
+from ..schema import form
+from . import function
+from .types import tensor_type
+
+ONNX_IR_VERSION = 10
+
+
+def checked_opset(opset: Any) -> int:
+    """``opset`` when the function body can be written in it (MIN_OPSET up to onnx's newest)."""
+    newest = onnx.defs.onnx_opset_version()
+    if isinstance(opset, bool) or not isinstance(opset, int) or not function.MIN_OPSET <= opset <= newest:
+        raise InvalidInputError("opset", f"{opset!r} is outside [{function.MIN_OPSET}, {newest}]")
+    return opset
+
+
+def value_info(name: str, dtype: str, dims: list[Dim]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, tensor_type(dtype), dims)
+
+
+def loss_node(logits: str, options: ExportOptions) -> onnx.NodeProto:
+    """The ``ai.ctcop.CTCLoss`` node over ``logits`` and the spec's mask and labels inputs."""
+    spec = form("time_major")
+    _, mask, labels = spec.input_names
+    node = helper.make_node(
+        function.OP_TYPE, [logits, mask, labels], [spec.output_name], name="ctcop_ctc_loss", domain=function.DOMAIN
+    )
+    node.attribute.extend(helper.make_attribute(name, int(value)) for name, value in options.attributes.items())
+    return node
+
+
+def mask_and_labels(options: ExportOptions) -> list[onnx.ValueInfoProto]:
+    """The ``sequence_mask`` [T, N] and ``labels`` [N, T] graph inputs."""
+    _, mask, labels = form("time_major").input_names
+    t, n, _ = options.dims
+    return [value_info(mask, options.mask_dtype, [t, n]), value_info(labels, options.labels_dtype, [n, t])]
+
+
+def with_function(model: onnx.ModelProto, options: ExportOptions, opset: int) -> onnx.ModelProto:
+    """``model`` importing the default domain at ``opset`` and ai.ctcop, carrying the function."""
+    others = [op for op in model.opset_import if op.domain not in ("", function.DOMAIN)]
+    del model.opset_import[:]
+    model.opset_import.extend(
+        [helper.make_opsetid("", opset), helper.make_opsetid(function.DOMAIN, function.DOMAIN_VERSION), *others]
+    )
+    compute = "float64" if options.dtype == "float64" else "float32"
+    model.functions.append(function.ctc_loss_function(opset, compute))
+    model.ir_version = ONNX_IR_VERSION
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def onnx_model(
+    *,
+    dtype: str = "float32",
+    mask_dtype: str = "int32",
+    labels_dtype: str = "int64",
+    dims: Dims = ("T", "N", "C"),
+    attributes: Mapping[str, Any] | None = None,
+    opset: int = function.MIN_OPSET,
+) -> onnx.ModelProto:
+    """A model with inputs ``inputs`` [T,N,C], ``sequence_mask`` [T,N], ``labels`` [N,T], one
+    ``ai.ctcop.CTCLoss`` node and output ``loss`` [N]. ``dtype`` is the logits' and the loss's
+    element type (float16/float32/float64); each of ``dims`` is an int or a symbolic name;
+    ``attributes`` are the spec's two booleans (defaults from the schema); ``opset`` >= 18.
+    """
+    options = ExportOptions.of(
+        dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, dims=dims, attributes=attributes
+    )
+    chosen_opset = checked_opset(opset)
+    spec = form("time_major")
+    x = spec.input_names[0]
+    t, n, c = options.dims
+    graph = helper.make_graph(
+        [loss_node(x, options)],
+        "ctcop_ctc_loss",
+        [value_info(x, options.dtype, [t, n, c]), *mask_and_labels(options)],
+        [value_info(spec.output_name, options.dtype, [n])],
+    )
+    return with_function(helper.make_model(graph, producer_name="ctcop"), options, chosen_opset)

@@ -1,0 +1,15 @@
+"""The OpenVINO wing: CTCLoss-4 on stock OpenVINO (spec section 12).
+
+Holds the guarded lowering onto OpenVINO's native CTCLoss-4 (:mod:`.lowering`), the custom-op
+layer evaluated by the reference (:mod:`.custom_op`), the extensions that teach a Core both and the
+ONNX node (:mod:`.extensions`), the IR writer (:mod:`.writer`), the op attached to an existing model
+(:mod:`.attach`), and safe IR reading and writing (:mod:`.files`). May import the core and
+openvino; never onnx or the conformance wing (the ONNX encoding's names come from the schema).
+"""
+
+from .attach import attach_openvino
+from .extensions import openvino_extensions
+from .files import load_ir, openvino_core, save_ir
+from .writer import IR_FORMS, ir_model
+
+__all__ = ["IR_FORMS", "attach_openvino", "ir_model", "load_ir", "openvino_core", "openvino_extensions", "save_ir"]
