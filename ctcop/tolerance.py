@@ -39,5 +39,5 @@ def compare(got: npt.ArrayLike, expected: npt.ArrayLike, dtype: str) -> str | No
         same_special = (np.isnan(g) and np.isnan(e)) or (np.isinf(e) and g == e)
         close = np.isfinite(e) and np.isfinite(g) and abs(g - e) <= limit.atol + limit.rtol * abs(e)
         if not (same_special or close):
-            return f"sample {i}: got {g!r}, expected {e!r}"
+            return f"sample {i}: got {float(g)!r}, expected {float(e)!r}"
     return None
