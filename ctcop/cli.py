@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import __version__
 from .attributes import Attributes
 from .errors import InvalidInputError
 from .examples import worked_examples
@@ -97,6 +98,75 @@ def _conformance(args: argparse.Namespace) -> int:
     return 1 if args.strict and failing else 0
 
 
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for package in ("ctcop", "numpy", "onnx", "onnxruntime", "openvino"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def _selected_layers(opened: Any, names: list[str] | None) -> list[Any]:
+    if not names:
+        return list(opened.layers)
+    known = {layer.name: layer for layer in opened.layers}
+    for name in names:
+        if name not in known:
+            raise InvalidInputError("layer", f"no CTCLoss layer named {name!r}; have {', '.join(known)}")
+    return [known[name] for name in names]
+
+
+def _eval(args: argparse.Namespace) -> int:
+    """Evaluate every CTCLoss layer of a user's model by the reference and by the runtime."""
+    from .layers import evaluate, feeds, files, model, report
+
+    opened = model.open_model(args.model)
+    layers = _selected_layers(opened, args.layer)
+    runtime = args.runtime or ("openvino" if opened.file.kind == "ir" else "onnxruntime")
+    if runtime == "onnxruntime" and opened.file.kind == "ir":
+        raise InvalidInputError("runtime", "onnxruntime runs ONNX files only; an IR runs on openvino")
+    if args.inputs:
+        chosen = feeds.checked_feeds(files.load_inputs(args.inputs), opened.inputs)
+    else:
+        chosen = feeds.random_feeds(opened.inputs, list(opened.layers), args.seed)
+    results = evaluate.evaluate_layers(args.model, opened.file.kind, layers, chosen, runtime, args.device)
+    print(report.format_table(results))
+    if args.json:
+        text = report.document(args.model, runtime, args.device, _versions(), results)
+        try:
+            with open(args.json, "w", encoding="utf-8") as file:
+                file.write(text)
+        except OSError as error:
+            raise InvalidInputError("json", f"cannot write {args.json!r}: {error.strerror}") from None
+    return 0 if all(result.verdict == "agree" for result in results) else 1
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """List the CTCLoss layers of a model and check each against the spec and the schema."""
+    from .layers import model, validate
+
+    opened = model.open_model(args.model)
+    errors = 0
+    for layer in opened.layers:
+        flags = ",".join(f"{k}={v}" for k, v in layer.attributes.items())
+        print(f"layer {layer.name} [{layer.form}] {flags}")
+        for port in layer.ports:
+            shape = (
+                "?" if port.shape is None else "[" + ",".join("?" if d is None else str(d) for d in port.shape) + "]"
+            )
+            constant = f" = {port.constant.tolist()}" if port.constant is not None and port.constant.size <= 8 else ""
+            print(f"  {port.name:<16}{port.dtype:<9}{shape:<14}from {port.producer}{constant}")
+        for finding in validate.validate_layer(layer):
+            errors += finding.level == "error"
+            print(f"  {finding.line()}")
+    print(f"{len(opened.layers)} layer(s), {errors} error(s)")
+    return 1 if errors else 0
+
+
 def _attribute_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per attribute of the spec's form, each flipping the schema's default."""
     for name, default in form("time_major").attributes.items():
@@ -109,6 +179,7 @@ def _attribute_flags(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctcop", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ctcop {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     example = commands.add_parser("example", help="evaluate the spec's worked examples")
     example.set_defaults(run=_example)
@@ -139,6 +210,22 @@ def build_parser() -> argparse.ArgumentParser:
     exporter.add_argument("--attach", metavar="MODEL", help="add the loss to this model instead")
     exporter.add_argument("--logits-output", default="logits", help="with --attach: the [T,N,C] output (name or index)")
     exporter.set_defaults(run=_export)
+
+    evaluator = commands.add_parser("eval", help="what the CTCLoss layers of an IR/ONNX file compute, and the runtime")
+    evaluator.add_argument("model", help="an IR .xml (its .bin beside it) or an .onnx file")
+    evaluator.add_argument("--inputs", metavar="FILE.npz", help="the model's inputs, keyed by input name")
+    evaluator.add_argument("--seed", type=int, default=0, help="seed of the random inputs (without --inputs)")
+    evaluator.add_argument("--layer", action="append", help="only this layer (repeatable)")
+    evaluator.add_argument(
+        "--runtime", choices=["openvino", "onnxruntime"], help="default: openvino for IR, onnxruntime for ONNX"
+    )
+    evaluator.add_argument("--device", default="CPU", help="OpenVINO device (default CPU)")
+    evaluator.add_argument("--json", help="write the results to this file")
+    evaluator.set_defaults(run=_eval)
+
+    checker = commands.add_parser("validate", help="list and statically check the CTCLoss layers of an IR/ONNX file")
+    checker.add_argument("model", help="an IR .xml (its .bin beside it) or an .onnx file")
+    checker.set_defaults(run=_validate)
     return parser
 
 

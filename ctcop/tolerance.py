@@ -41,3 +41,17 @@ def compare(got: npt.ArrayLike, expected: npt.ArrayLike, dtype: str) -> str | No
         if not (same_special or close):
             return f"sample {i}: got {float(g)!r}, expected {float(e)!r}"
     return None
+
+
+def max_errors(got: npt.ArrayLike, expected: npt.ArrayLike) -> tuple[float, float]:
+    """Largest absolute and relative difference over the samples where both values are finite."""
+    got_values = np.asarray(got, dtype=np.float64).ravel()
+    expected_values = np.asarray(expected, dtype=np.float64).ravel()
+    if got_values.shape != expected_values.shape:
+        return float("nan"), float("nan")
+    both = np.isfinite(got_values) & np.isfinite(expected_values)
+    if not both.any():
+        return 0.0, 0.0
+    difference = np.abs(got_values[both] - expected_values[both])
+    relative = difference / np.maximum(np.abs(expected_values[both]), np.finfo(np.float64).tiny)
+    return float(difference.max()), float(relative.max())

@@ -1,0 +1,105 @@
+"""The model's inputs for ``ctcop eval``: from an npz keyed by input name, or drawn at random.
+
+Random inputs need static shapes. An input that feeds a CTCLoss port directly gets values valid
+for that port (spec 3 and 7): lengths within the frames, labels among the non-blank classes (a
+target of at most a quarter of the frames, so it is feasible), a prefix mask; every other float
+input is normal noise, every other integer input zeros.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from .files import MAX_TENSOR_BYTES
+from .find import Dim, Layer
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    name: str
+    shape: tuple[Dim, ...]
+    dtype: str
+
+
+def checked_feeds(given: dict[str, np.ndarray], inputs: list[ModelInput]) -> dict[str, np.ndarray]:
+    """The npz's arrays for the model's inputs: each present, of the input's type and shape."""
+    feeds = {}
+    for model_input in inputs:
+        if model_input.name not in given:
+            raise InvalidInputError("inputs", f"no array for model input {model_input.name!r}")
+        array = given[model_input.name]
+        if array.dtype.name != model_input.dtype:
+            raise InvalidInputError(
+                "inputs", f"{model_input.name!r} is {array.dtype.name}, the model takes {model_input.dtype}"
+            )
+        fits = array.ndim == len(model_input.shape) and all(
+            d is None or d == s for d, s in zip(model_input.shape, array.shape, strict=True)
+        )
+        if not fits:
+            raise InvalidInputError(
+                "inputs", f"{model_input.name!r} has shape {array.shape}, the model takes {list(model_input.shape)}"
+            )
+        feeds[model_input.name] = array
+    return feeds
+
+
+def _frames_and_classes(layer: Layer) -> tuple[int, int]:
+    shape = layer.ports[0].shape or ()
+    time_axis = 1 if layer.spec_form == "openvino" else 0
+    frames = shape[time_axis] if len(shape) == 3 else None
+    classes = shape[2] if len(shape) == 3 else None
+    return frames or 1, classes or 2
+
+
+def _for_port(rng: np.random.Generator, layer: Layer, port: str, shape: tuple[int, ...]) -> np.ndarray:
+    frames, classes = _frames_and_classes(layer)
+    blank_port = layer.port("blank_index")
+    blank = int(blank_port.constant) if blank_port is not None and blank_port.constant is not None else classes - 1
+    longest = max(1, frames // 4)
+    if port in ("logit_length", "blank_index"):
+        return (
+            rng.integers(max(1, frames // 2), frames + 1, size=shape)
+            if port == "logit_length"
+            else np.full(shape, blank)
+        )
+    if port == "label_length":
+        return rng.integers(1, longest + 1, size=shape)
+    if port == "sequence_mask":
+        return (np.arange(shape[0])[:, None] < rng.integers(max(1, frames // 2), frames + 1, size=shape[1])).astype(int)
+    if port == "labels":
+        others = np.array([c for c in range(classes) if c != blank] or [0])
+        labels = others[rng.integers(0, others.size, size=shape)]
+        if layer.spec_form == "time_major":
+            lengths = rng.integers(1, longest + 1, size=(shape[0], 1))
+            labels = np.where(np.arange(shape[1])[None, :] < lengths, labels, -1)
+        return labels
+    return rng.normal(size=shape) * 2.0
+
+
+def random_feeds(inputs: list[ModelInput], layers: list[Layer], seed: int) -> dict[str, np.ndarray]:
+    """Random inputs of the model's static shapes; a dynamic dimension is a usage error."""
+    roles = {port.value: (layer, port.name) for layer in layers for port in layer.ports}
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for model_input in inputs:
+        if any(d is None for d in model_input.shape):
+            axis = next(i for i, d in enumerate(model_input.shape) if d is None)
+            raise InvalidInputError(
+                "inputs", f"model input {model_input.name!r} has a dynamic dimension {axis}: give --inputs FILE.npz"
+            )
+        shape = tuple(int(d) for d in model_input.shape if d is not None)
+        dtype = np.dtype(model_input.dtype)
+        if int(np.prod(shape)) * dtype.itemsize > MAX_TENSOR_BYTES:
+            raise InvalidInputError(
+                "inputs", f"model input {model_input.name!r} of shape {list(shape)} is over {MAX_TENSOR_BYTES} bytes"
+            )
+        if model_input.name in roles:
+            layer, port = roles[model_input.name]
+            values = _for_port(rng, layer, port, shape)
+        else:
+            values = rng.normal(size=shape) if dtype.kind == "f" else np.zeros(shape)
+        feeds[model_input.name] = values.astype(dtype)
+    return feeds

@@ -1,0 +1,107 @@
+"""Untrusted model and input files: every refusal is one :class:`InvalidInputError`.
+
+Limits (documented in the README): a model file of at most ``MAX_FILE_BYTES``; XML with a DOCTYPE
+or an entity declaration is refused before OpenVINO parses it; ONNX external data must stay inside
+the model's folder; npz files are read without pickle, and no array (from the npz, or drawn at
+random from the model's shapes) may hold more than ``MAX_TENSOR_BYTES``.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidInputError
+
+MAX_FILE_BYTES = 4 << 30
+MAX_TENSOR_BYTES = 1 << 30
+_XML_SCAN_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A model file that passed the checks: ``kind`` "ir" (``.xml`` with its ``.bin``) or "onnx"."""
+
+    path: str
+    kind: str
+
+
+def _size(path: str, what: str) -> int:
+    if not os.path.isfile(path):
+        raise InvalidInputError(what, f"{path!r} is not a readable file")
+    size = os.path.getsize(path)
+    if size > MAX_FILE_BYTES:
+        raise InvalidInputError(what, f"{path!r} is {size} bytes, over the limit of {MAX_FILE_BYTES}")
+    return size
+
+
+def checked_model_file(path: str) -> ModelFile:
+    """``path`` as an IR or ONNX model file, or an :class:`InvalidInputError` saying why not."""
+    _size(path, "model")
+    if path.endswith(".xml"):
+        weights = path[:-4] + ".bin"
+        if not os.path.exists(weights):
+            raise InvalidInputError("model", f"{path!r} has no weights file {os.path.basename(weights)!r} beside it")
+        _size(weights, "model")
+        with open(path, "rb") as file:
+            head = file.read(_XML_SCAN_BYTES)
+        if b"<!DOCTYPE" in head.upper() or b"<!ENTITY" in head.upper():
+            raise InvalidInputError("model", f"{path!r}: XML with a DOCTYPE or entity declaration is refused")
+        return ModelFile(path, "ir")
+    if path.endswith(".onnx"):
+        return ModelFile(path, "onnx")
+    raise InvalidInputError("model", f"{path!r}: expected an IR .xml (with its .bin) or an .onnx file")
+
+
+def check_external_data(model: Any, path: str) -> None:
+    """Refuse ONNX external data whose location leaves the model's folder."""
+    from onnx.external_data_helper import uses_external_data
+
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    for tensor in model.graph.initializer:
+        if not uses_external_data(tensor):
+            continue
+        location = {entry.key: entry.value for entry in tensor.external_data}.get("location", "")
+        target = os.path.realpath(os.path.join(folder, location))
+        if os.path.isabs(location) or os.path.commonpath([folder, target]) != folder:
+            raise InvalidInputError(
+                "model", f"initializer {tensor.name!r}: external data {location!r} is outside {folder}"
+            )
+
+
+def load_onnx_model(path: str) -> Any:
+    """An ONNX model from an untrusted file, external data checked before it is read."""
+    import onnx
+
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as error:  # protobuf's DecodeError and friends: not an ONNX file
+        raise InvalidInputError("model", f"cannot read {path!r} as ONNX: {type(error).__name__}") from None
+    check_external_data(model, path)
+    try:
+        onnx.external_data_helper.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+    except (OSError, ValueError) as error:
+        raise InvalidInputError("model", f"{path!r}: cannot read its external data: {error}") from None
+    return model
+
+
+def load_inputs(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an npz file (no pickle), each within the tensor limit."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise InvalidInputError("inputs", f"{path!r} is not an npz archive")
+        with archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+        if isinstance(error, InvalidInputError):
+            raise
+        raise InvalidInputError("inputs", f"cannot read {path!r} as npz: {str(error).splitlines()[0]}") from None
+    for name, array in arrays.items():
+        if array.nbytes > MAX_TENSOR_BYTES:
+            raise InvalidInputError("inputs", f"{name!r} holds {array.nbytes} bytes, over {MAX_TENSOR_BYTES}")
+    return arrays

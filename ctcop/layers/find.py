@@ -1,0 +1,147 @@
+"""Finding the CTCLoss layers of a model: OpenVINO's released CTCLoss-4 (spec 7), ctcop's custom
+IR layer (spec 12.3) and ctcop's ONNX node (spec 11.1), each described the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..schema import encoding, form
+
+FORMS = {"released": "openvino", "ctcop-ir": "time_major", "ctcop-onnx": "time_major"}
+OPENVINO_TYPES = {
+    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "boolean": "bool",
+    **{f"i{b}": f"int{b}" for b in (8, 16, 32, 64)}, **{f"u{b}": f"uint{b}" for b in (8, 16, 32, 64)},
+}  # fmt: skip
+Dim = int | None
+
+
+@dataclass(frozen=True)
+class Port:
+    """One input of a layer: the schema's port name, what feeds it, and what is known statically."""
+
+    name: str
+    value: str
+    shape: tuple[Dim, ...] | None
+    dtype: str
+    producer: str
+    constant: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A CTCLoss layer: ``form`` is "released", "ctcop-ir" or "ctcop-onnx"; ``index`` its place
+    among the model's layers (the worker refers to it by that)."""
+
+    index: int
+    name: str
+    form: str
+    ports: tuple[Port, ...]
+    attributes: dict[str, Any]
+    output_dtype: str
+    output: str = field(default="")
+
+    @property
+    def spec_form(self) -> str:
+        return FORMS[self.form]
+
+    def port(self, name: str) -> Port | None:
+        return next((p for p in self.ports if p.name == name), None)
+
+
+def ov_shape(partial: Any) -> tuple[Dim, ...] | None:
+    if partial.rank.is_dynamic:
+        return None
+    return tuple(d.get_length() if d.is_static else None for d in partial)
+
+
+def openvino_layer_nodes(model: Any) -> list[Any]:
+    """The released and custom CTCLoss nodes of an ``openvino.Model``, in topological order."""
+    versions = ("opset4", encoding("openvino_custom")["version"])
+    return [
+        node
+        for node in model.get_ordered_ops()
+        if node.get_type_name() == "CTCLoss" and node.get_type_info().version_id in versions
+    ]
+
+
+def openvino_layers(model: Any) -> list[Layer]:
+    """The released and custom CTCLoss layers of an ``openvino.Model``, in topological order."""
+    layers: list[Layer] = []
+    for node in openvino_layer_nodes(model):
+        info = node.get_type_info()
+        layer_form = "released" if info.version_id == "opset4" else "ctcop-ir"
+        names = form(FORMS[layer_form]).input_names
+        ports = []
+        for position, source in enumerate(node.input_values()):
+            producer = source.get_node()
+            is_constant = producer.get_type_name() == "Constant"
+            ports.append(
+                Port(
+                    names[position] if position < len(names) else f"input{position}",
+                    source.get_any_name()
+                    if source.get_names()
+                    else f"{producer.get_friendly_name()}:{source.get_index()}",
+                    ov_shape(source.get_partial_shape()),
+                    OPENVINO_TYPES.get(source.get_element_type().get_type_name(), "?"),
+                    f"{producer.get_type_name()} {producer.get_friendly_name()}",
+                    np.array(producer.get_data()) if is_constant else None,
+                )
+            )
+        output_type = OPENVINO_TYPES.get(node.get_output_element_type(0).get_type_name(), "?")
+        attributes = dict(node.get_attributes())
+        layers.append(Layer(len(layers), node.get_friendly_name(), layer_form, tuple(ports), attributes, output_type))
+    return layers
+
+
+def onnx_layers(model: Any) -> list[Layer]:
+    """The ``ai.ctcop.CTCLoss`` nodes of an ONNX model's main graph."""
+    import onnx
+    from onnx import numpy_helper
+
+    onnx_encoding = encoding("onnx")
+    inferred = onnx.shape_inference.infer_shapes(model)
+    known = {v.name: v.type.tensor_type for v in [*inferred.graph.input, *inferred.graph.value_info]}
+    known.update({v.name: v.type.tensor_type for v in inferred.graph.output})
+    initializers = {t.name: t for t in model.graph.initializer}
+    producers = {out: node for node in model.graph.node for out in node.output}
+    graph_inputs = {v.name for v in model.graph.input}
+    names = form("time_major").input_names
+    layers: list[Layer] = []
+    for position_in_graph, node in enumerate(model.graph.node):
+        if node.domain != onnx_encoding["domain"] or node.op_type != onnx_encoding["op_type"]:
+            continue
+        ports = []
+        for position, value in enumerate(node.input):
+            tensor = known.get(value)
+            shape = None
+            if tensor is not None and tensor.HasField("shape"):
+                shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+            dtype = onnx_type(tensor.elem_type) if tensor is not None and tensor.elem_type else "?"
+            constant, producer = None, f"input {value}"
+            if value in initializers and value not in graph_inputs:
+                constant, producer = numpy_helper.to_array(initializers[value]), "initializer"
+            elif value in producers:
+                source = producers[value]
+                producer = f"{source.op_type} {source.name or source.output[0]}"
+                if source.op_type == "Constant" and source.attribute and source.attribute[0].name == "value":
+                    constant = numpy_helper.to_array(source.attribute[0].t)
+            port_name = names[position] if position < len(names) else f"input{position}"
+            ports.append(Port(port_name, value, shape, dtype, producer, constant))
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        out = known.get(node.output[0])
+        output_type = onnx_type(out.elem_type) if out is not None and out.elem_type else "?"
+        name = node.name or f"{node.op_type}_{position_in_graph}"
+        layers.append(Layer(len(layers), name, "ctcop-onnx", tuple(ports), attributes, output_type, node.output[0]))
+    return layers
+
+
+def onnx_type(code: int) -> str:
+    from onnx import helper
+
+    try:
+        return str(helper.tensor_dtype_to_np_dtype(code).name)
+    except (KeyError, ValueError, TypeError):
+        return "?"

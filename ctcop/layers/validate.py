@@ -1,0 +1,118 @@
+"""Static checks of a CTCLoss layer against the spec and the schema: ranks, consistent dims,
+element types, attribute names and values, and constant inputs checked by value (spec 3, 6, 7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..schema import PortSpec, form
+from .find import Layer, Port
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding: ``level`` "error" (the layer breaks the spec) or "note"."""
+
+    level: str
+    layer: str
+    message: str
+
+    def line(self) -> str:
+        return f"{self.level}: {self.layer}: {self.message}"
+
+
+def _boolean(value: Any) -> bool | None:
+    """An attribute value as a boolean (bool, 0/1, "true"/"false"), or None when it is none."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
+def _port_findings(port: Port, spec: PortSpec, dims: dict[str, int]) -> list[str]:
+    problems = []
+    if port.dtype not in spec.types:
+        problems.append(f"{spec.name}: element type {port.dtype} is not one of {', '.join(spec.types)} (rule 6)")
+    if port.shape is None:
+        return problems
+    if len(port.shape) != spec.rank:
+        return [*problems, f"{spec.name}: rank {len(port.shape)}, the spec's is {spec.rank} ([{', '.join(spec.dims)}])"]
+    for symbol, size in zip(spec.dims, port.shape, strict=True):
+        if size is None:
+            continue
+        expected = dims.setdefault(symbol, size)
+        if size != expected:
+            problems.append(f"{spec.name}: {symbol} = {size}, but {symbol} = {expected} from an earlier input")
+    return problems
+
+
+def _attribute_findings(layer: Layer) -> list[str]:
+    defaults = form(layer.spec_form).attributes
+    problems = [f"unknown attribute {name!r}" for name in layer.attributes if name not in defaults]
+    for name, value in layer.attributes.items():
+        if name in defaults and _boolean(value) is None:
+            problems.append(f"attribute {name} = {value!r} is not a boolean")
+    return problems
+
+
+def _constant_findings(layer: Layer, dims: dict[str, int]) -> list[str]:
+    frames, classes = dims.get("T"), dims.get("C")
+    problems = []
+    for port in layer.ports:
+        values = port.constant
+        if values is None or values.dtype.kind not in "iub":
+            continue
+        if port.name == "blank_index" and (values.ndim != 0 or (classes is not None and not 0 <= values < classes)):
+            problems.append(
+                f"blank_index = {values.tolist()} is not a scalar in [0, {classes - 1 if classes else 'C-1'}]"
+            )
+        if port.name in ("logit_length", "label_length") and frames is not None:
+            bad = (values < 0) | (values > frames)
+            if bad.any():
+                problems.append(
+                    f"{port.name}[{int(np.argmax(bad))}] = {values[bad][0]} is outside [0, {frames}] (rule 7.1)"
+                )
+        if port.name == "labels" and layer.spec_form == "time_major" and classes is not None:
+            bad = (values != -1) & ((values < 0) | (values > classes - 2))
+            if bad.any():
+                problems.append(f"labels holds {values[bad][0]}, not a class in [0, {classes - 2}] nor -1 (rule 3.3)")
+    return problems
+
+
+def validate_layer(layer: Layer) -> list[Finding]:
+    """Every finding of ``layer``: errors where it breaks the spec, notes where defaults apply."""
+    spec = form(layer.spec_form)
+    required = [p for p in spec.inputs if not p.optional]
+    errors: list[str] = []
+    if not len(required) <= len(layer.ports) <= len(spec.inputs):
+        errors.append(f"{len(layer.ports)} inputs; the {layer.form} form takes {len(required)} to {len(spec.inputs)}")
+    dims: dict[str, int] = {}
+    for port, port_spec in zip(layer.ports, spec.inputs, strict=False):
+        errors += _port_findings(port, port_spec, dims)
+    if dims.get("C") == 0:
+        errors.append("C = 0: there must be at least the blank class")
+    if layer.output_dtype != "?" and layer.ports and layer.output_dtype != layer.ports[0].dtype:
+        errors.append(f"output element type {layer.output_dtype} differs from the logits' {layer.ports[0].dtype}")
+    errors += _attribute_findings(layer) + _constant_findings(layer, dims)
+    notes = [
+        f"attribute {name} absent: default {value}"
+        for name, value in spec.attributes.items()
+        if name not in layer.attributes
+    ]
+    return [Finding("error", layer.name, m) for m in errors] + [Finding("note", layer.name, m) for m in notes]
+
+
+def attributes_of(layer: Layer) -> dict[str, bool]:
+    """The layer's attributes as booleans, defaults filled in (valid layers only)."""
+    chosen = dict(form(layer.spec_form).attributes)
+    for name, value in layer.attributes.items():
+        flag = _boolean(value)
+        if name in chosen and flag is not None:
+            chosen[name] = flag
+    return chosen

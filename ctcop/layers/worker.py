@@ -1,0 +1,115 @@
+"""The runtime side of ``ctcop eval``, in its own process (``python -m ctcop.layers.worker REQUEST``).
+
+For each requested layer from ``start`` on it writes ``K.inputs.npz`` (the layer's input values,
+computed by the runtime from the model's inputs) and then ``K.loss.npy`` (the layer's output) or
+``K.error.txt``, printing one line after each file. A runtime that kills the process (OpenVINO's
+kernel on an empty target, spec 12.2 D1) leaves the inputs without a loss: the parent reports a
+crash and starts a fresh worker after that layer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+
+def _openvino_values(model: Any, outputs: list[Any], feeds: dict[str, np.ndarray], device: str) -> list[np.ndarray]:
+    import openvino
+    import openvino.opset15 as ops
+
+    from ..openvino.files import openvino_core
+
+    sub = openvino.Model([ops.result(output) for output in outputs], model.get_parameters())
+    compiled = openvino_core().compile_model(sub, device)
+    result = compiled({i.get_any_name(): feeds[i.get_any_name()] for i in compiled.inputs})
+    return [np.asarray(result[compiled.output(k)]) for k in range(len(outputs))]
+
+
+def _ir_layers(request: dict[str, Any], feeds: dict[str, np.ndarray]) -> None:
+    from ..openvino.files import load_ir
+    from .find import openvino_layer_nodes
+
+    model = load_ir(request["model"])
+    nodes = openvino_layer_nodes(model)
+    for index in request["layers"][request["start"] :]:
+        node = nodes[index]
+        inputs = _openvino_values(model, list(node.input_values()), feeds, request["device"])
+        _write(request, index, "inputs.npz", inputs)
+        try:
+            (loss,) = _openvino_values(model, [node.output(0)], feeds, request["device"])
+        except Exception as error:  # the runtime's refusal is a finding
+            _write(request, index, "error.txt", error)
+            continue
+        _write(request, index, "loss.npy", loss)
+
+
+def _onnx_values(model: Any, names: list[str], feeds: dict[str, np.ndarray], request: dict[str, Any]) -> list[Any]:
+    import onnx
+
+    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    extended = onnx.ModelProto()
+    extended.CopyFrom(model)
+    present = {o.name for o in extended.graph.output}
+    for name in names:
+        if name not in present:
+            extended.graph.output.append(inferred.get(name) or onnx.helper.make_empty_tensor_value_info(name))
+    if request["runtime"] == "onnxruntime":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(extended.SerializeToString(), providers=["CPUExecutionProvider"])
+        return list(session.run(names, {i.name: feeds[i.name] for i in session.get_inputs()}))
+    from ..openvino.files import openvino_core
+
+    compiled = openvino_core().compile_model(openvino_core().read_model(extended.SerializeToString(), b""), "CPU")
+    result = compiled({i.get_any_name(): feeds[i.get_any_name()] for i in compiled.inputs})
+    return [np.asarray(result[name]) for name in names]
+
+
+def _onnx_layers(request: dict[str, Any], feeds: dict[str, np.ndarray]) -> None:
+    from .files import load_onnx_model
+    from .find import onnx_layers
+
+    model = load_onnx_model(request["model"])
+    layers = onnx_layers(model)
+    for index in request["layers"][request["start"] :]:
+        layer = layers[index]
+        wanted = [*(p.value for p in layer.ports if p.constant is None and p.value not in feeds), layer.output]
+        try:
+            values = dict(zip(wanted, _onnx_values(model, wanted, feeds, request), strict=True))
+        except Exception as error:  # the runtime's refusal is a finding
+            _write(request, index, "error.txt", error)
+            continue
+        inputs = [
+            p.constant if p.constant is not None else feeds.get(p.value, values.get(p.value)) for p in layer.ports
+        ]
+        _write(request, index, "inputs.npz", inputs)
+        _write(request, index, "loss.npy", values[layer.output])
+
+
+def _write(request: dict[str, Any], index: int, kind: str, value: Any) -> None:
+    path = os.path.join(request["out"], f"{index}.{kind}")
+    if kind == "inputs.npz":
+        np.savez(path, *value)
+    elif kind == "loss.npy":
+        np.save(path, value)
+    else:
+        lines = str(value).strip().splitlines() or [type(value).__name__]
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(f"{type(value).__name__}: {lines[-1][:300]}")
+    print(json.dumps({"index": index, "wrote": kind}), flush=True)
+
+
+def main(request_path: str) -> None:
+    with open(request_path, encoding="utf-8") as file:
+        request = json.load(file)
+    with np.load(request["feeds"], allow_pickle=False) as archive:
+        feeds = {name: archive[name] for name in archive.files}
+    (_ir_layers if request["kind"] == "ir" else _onnx_layers)(request, feeds)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
