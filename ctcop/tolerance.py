@@ -44,14 +44,19 @@ def compare(got: npt.ArrayLike, expected: npt.ArrayLike, dtype: str) -> str | No
 
 
 def max_errors(got: npt.ArrayLike, expected: npt.ArrayLike) -> tuple[float, float]:
-    """Largest absolute and relative difference over the samples where both values are finite."""
+    """Largest absolute and relative difference over the samples: 0 where both hold the same
+    special value (+inf, -inf, NaN), +inf where only one of them is finite."""
     got_values = np.asarray(got, dtype=np.float64).ravel()
     expected_values = np.asarray(expected, dtype=np.float64).ravel()
     if got_values.shape != expected_values.shape:
         return float("nan"), float("nan")
-    both = np.isfinite(got_values) & np.isfinite(expected_values)
-    if not both.any():
+    if got_values.size == 0:
         return 0.0, 0.0
-    difference = np.abs(got_values[both] - expected_values[both])
-    relative = difference / np.maximum(np.abs(expected_values[both]), np.finfo(np.float64).tiny)
-    return float(difference.max()), float(relative.max())
+    same_special = (np.isnan(got_values) & np.isnan(expected_values)) | (
+        np.isinf(expected_values) & (got_values == expected_values)
+    )
+    both_finite = np.isfinite(got_values) & np.isfinite(expected_values)
+    with np.errstate(invalid="ignore"):
+        difference = np.where(both_finite, np.abs(got_values - expected_values), np.where(same_special, 0.0, np.inf))
+    scale = np.maximum(np.abs(np.where(both_finite, expected_values, 1.0)), np.finfo(np.float64).tiny)
+    return float(difference.max()), float((difference / scale).max())

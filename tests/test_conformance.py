@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ctcop.conformance import runner
-from ctcop.tolerance import compare, tolerance
+from ctcop.tolerance import compare, max_errors, tolerance
 
 CORPUS_SIZE = len(runner.corpus())
 
@@ -95,3 +95,9 @@ def test_written_corpus_is_consumable_data(tmp_path) -> None:
     assert case["expected"][0] == pytest.approx(-np.log(0.339), rel=1e-14)
     assert bool(case["merge_repeated"]) and not bool(case["preprocess_collapse_repeated"])
     assert case["inputs"].shape == (3, 1, 3) and case["labels"].tolist() == [[0, -1, -1]]
+
+
+def test_max_errors_treat_special_values_as_the_comparison_does() -> None:
+    assert max_errors([1.0, np.inf, np.nan], [1.0, np.inf, np.nan]) == (0.0, 0.0)
+    assert max_errors([2.0, 1.0], [1.0, 4.0]) == (3.0, 1.0)
+    assert max_errors([np.inf, 1.0], [3.0, 1.0]) == (np.inf, np.inf)
