@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
 import openvino
 import openvino.opset4 as opset4
 import openvino.opset15 as ops
@@ -160,6 +161,13 @@ def test_validate_finds_a_broken_layer(tmp_path) -> None:
         ("partial_npz", ["eval", "{tmp}/model.xml", "--inputs", "{tmp}/partial.npz"], "no array for model input"),
         ("model", ["eval", "{tmp}/model.xml", "--layer", "nope"], "layer: no CTCLoss layer named 'nope'"),
         ("no_layer", ["validate", "{tmp}/plain.onnx"], "holds no CTCLoss layer"),
+        ("traversal", ["eval", "{tmp}/escape.onnx"], "external data '../outside.bin' is outside"),
+        (
+            "float64_npz",
+            ["eval", "{tmp}/model.xml", "--inputs", "{tmp}/f64.npz"],
+            "'features' is float64, the model takes float32",
+        ),
+        ("short_npz", ["eval", "{tmp}/model.xml", "--inputs", "{tmp}/short.npz"], "'features' has shape (3, 7, 6)"),
         ("junk_onnx", ["eval", "{tmp}/junk.onnx"], "cannot read"),
     ],
 )
@@ -178,6 +186,20 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path, setup: str, args: list[str]
         np.savez(tmp_path / "partial.npz", features=np.zeros((N, T, FEATURES), np.float32))
     if setup == "no_layer":
         save_onnx(onnx_acoustic_model(), str(tmp_path / "plain.onnx"))
+    if setup == "traversal":
+        model = attach_onnx(onnx_acoustic_model(), "logits")
+        weights = next(t for t in model.graph.initializer if t.name == "W")
+        weights.ClearField("raw_data")
+        weights.ClearField("float_data")
+        weights.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", "../outside.bin"), ("offset", "0"), ("length", "120")):
+            weights.external_data.add(key=key, value=value)
+        (tmp_path / "escape.onnx").write_bytes(model.SerializeToString())
+    if setup in ("float64_npz", "short_npz"):
+        inputs_npz(tmp_path / "good.npz")
+        data = dict(np.load(tmp_path / "good.npz"))
+        wrong = data["features"].astype(np.float64) if setup == "float64_npz" else data["features"][:, :7]
+        np.savez(tmp_path / ("f64.npz" if setup == "float64_npz" else "short.npz"), **{**data, "features": wrong})
     (tmp_path / "junk.onnx").write_bytes(b"\x08\x96\x01garbage")
     result = ctcop_cli(*(a.replace("{tmp}", str(tmp_path)) for a in args))
     assert result.returncode == 2, result.stdout + result.stderr
