@@ -162,6 +162,7 @@ def test_validate_finds_a_broken_layer(tmp_path) -> None:
         ("model", ["eval", "{tmp}/model.xml", "--layer", "nope"], "layer: no CTCLoss layer named 'nope'"),
         ("no_layer", ["validate", "{tmp}/plain.onnx"], "holds no CTCLoss layer"),
         ("traversal", ["eval", "{tmp}/escape.onnx"], "external data '../outside.bin' is outside"),
+        ("huge_const", ["eval", "{tmp}/model.xml"], "outside the"),
         (
             "float64_npz",
             ["eval", "{tmp}/model.xml", "--inputs", "{tmp}/f64.npz"],
@@ -195,6 +196,9 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path, setup: str, args: list[str]
         for key, value in (("location", "../outside.bin"), ("offset", "0"), ("length", "120")):
             weights.external_data.add(key=key, value=value)
         (tmp_path / "escape.onnx").write_bytes(model.SerializeToString())
+    if setup == "huge_const":
+        text = (tmp_path / "model.xml").read_text()
+        (tmp_path / "model.xml").write_text(text.replace('size="60"', 'size="99999999999"', 1))
     if setup in ("float64_npz", "short_npz"):
         inputs_npz(tmp_path / "good.npz")
         data = dict(np.load(tmp_path / "good.npz"))

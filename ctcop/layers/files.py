@@ -8,7 +8,9 @@ random from the model's shapes) may hold more than ``MAX_TENSOR_BYTES``.
 
 from __future__ import annotations
 
+import math
 import os
+import xml.etree.ElementTree as ElementTree
 import zipfile
 from dataclasses import dataclass
 from typing import Any
@@ -51,10 +53,34 @@ def checked_model_file(path: str) -> ModelFile:
             head = file.read(_XML_SCAN_BYTES)
         if b"<!DOCTYPE" in head.upper() or b"<!ENTITY" in head.upper():
             raise InvalidInputError("model", f"{path!r}: XML with a DOCTYPE or entity declaration is refused")
+        _check_ir_constants(path, os.path.getsize(weights))
         return ModelFile(path, "ir")
     if path.endswith(".onnx"):
         return ModelFile(path, "onnx")
     raise InvalidInputError("model", f"{path!r}: expected an IR .xml (with its .bin) or an .onnx file")
+
+
+def _check_ir_constants(path: str, weights_size: int) -> None:
+    """Every Const layer's declared ``offset``/``size`` inside the ``.bin`` and within the tensor
+    limit, before OpenVINO maps anything (the XML holds no DOCTYPE, so nothing is expanded)."""
+    try:
+        layers = ElementTree.parse(path).getroot().iter("layer")
+    except ElementTree.ParseError as error:
+        raise InvalidInputError("model", f"{path!r} is not well-formed XML: {error}") from None
+    for layer in layers:
+        data = layer.find("data")
+        if layer.get("type") != "Const" or data is None or "size" not in data.attrib:
+            continue
+        try:
+            offset, size = int(data.get("offset", "0")), int(data.get("size", "0"))
+        except ValueError:
+            raise InvalidInputError("model", f"Const {layer.get('name')!r}: offset/size are not integers") from None
+        if size > MAX_TENSOR_BYTES or offset < 0 or size < 0 or offset + size > weights_size:
+            raise InvalidInputError(
+                "model",
+                f"Const {layer.get('name')!r} declares {size} bytes at offset {offset}: outside the "
+                f"{weights_size}-byte .bin or over the {MAX_TENSOR_BYTES}-byte limit",
+            )
 
 
 def check_external_data(model: Any, path: str) -> None:
@@ -82,6 +108,17 @@ def load_onnx_model(path: str) -> Any:
     except Exception as error:  # protobuf's DecodeError and friends: not an ONNX file
         raise InvalidInputError("model", f"cannot read {path!r} as ONNX: {type(error).__name__}") from None
     check_external_data(model, path)
+    for tensor in model.graph.initializer:
+        try:
+            itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        except (KeyError, ValueError, TypeError):
+            itemsize = 8
+        declared = math.prod(int(d) for d in tensor.dims) * itemsize
+        if declared > MAX_TENSOR_BYTES:
+            raise InvalidInputError(
+                "model",
+                f"initializer {tensor.name!r} declares {declared} bytes, over the {MAX_TENSOR_BYTES}-byte limit",
+            )
     try:
         onnx.external_data_helper.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
     except (OSError, ValueError) as error:
