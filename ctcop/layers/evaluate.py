@@ -97,11 +97,10 @@ def _run_worker(request: dict[str, Any], folder: str) -> None:
         start = pending[0] + 1
 
 
-def _verdict(layer: Layer, folder: str, runtime: str) -> LayerResult:
+def _verdict(layer: Layer, errors: list[str], folder: str, runtime: str) -> LayerResult:
     result = LayerResult(layer.name, layer.form, attributes_of(layer))
-    errors = [f for f in validate_layer(layer) if f.level == "error"]
     if errors:
-        result.verdict, result.cause = "invalid-layer", errors[0].message
+        result.verdict, result.cause = "invalid-layer", errors[0]
         return result
     inputs_path = os.path.join(folder, f"{layer.index}.inputs.npz")
     inputs = []
@@ -141,7 +140,8 @@ def evaluate_layers(
     with tempfile.TemporaryDirectory(prefix="ctcop-eval-") as folder:
         feeds_path = os.path.join(folder, "feeds.npz")
         np.savez(feeds_path, **feeds)  # type: ignore[arg-type]
-        valid = [layer.index for layer in layers if not any(f.level == "error" for f in validate_layer(layer))]
+        errors = {layer.index: [f.message for f in validate_layer(layer) if f.level == "error"] for layer in layers}
+        valid = [layer.index for layer in layers if not errors[layer.index]]
         request = {"model": os.path.abspath(model_path), "kind": kind, "runtime": runtime, "device": device}
         _run_worker({**request, "feeds": feeds_path, "out": folder, "layers": valid}, folder)
-        return [_verdict(layer, folder, runtime) for layer in layers]
+        return [_verdict(layer, errors[layer.index], folder, runtime) for layer in layers]

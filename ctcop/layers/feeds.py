@@ -59,12 +59,10 @@ def _for_port(rng: np.random.Generator, layer: Layer, port: str, shape: tuple[in
     blank_port = layer.port("blank_index")
     blank = int(blank_port.constant) if blank_port is not None and blank_port.constant is not None else classes - 1
     longest = max(1, frames // 4)
-    if port in ("logit_length", "blank_index"):
-        return (
-            rng.integers(max(1, frames // 2), frames + 1, size=shape)
-            if port == "logit_length"
-            else np.full(shape, blank)
-        )
+    if port == "logit_length":
+        return rng.integers(max(1, frames // 2), frames + 1, size=shape)
+    if port == "blank_index":
+        return np.full(shape, blank)
     if port == "label_length":
         return rng.integers(1, longest + 1, size=shape)
     if port == "sequence_mask":

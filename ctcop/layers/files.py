@@ -12,7 +12,7 @@ import math
 import os
 import xml.etree.ElementTree as ElementTree
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,10 +26,14 @@ _XML_SCAN_BYTES = 1 << 20
 
 @dataclass(frozen=True)
 class ModelFile:
-    """A model file that passed the checks: ``kind`` "ir" (``.xml`` with its ``.bin``) or "onnx"."""
+    """A model file that passed the checks: ``kind`` "ir" (``.xml`` with its ``.bin``) or "onnx".
+    For IR, ``ctc_attributes`` holds each CTCLoss layer's attributes as the XML writes them:
+    OpenVINO's reader turns a value it does not understand (``unique="maybe"``) into a default,
+    so validation reads the text."""
 
     path: str
     kind: str
+    ctc_attributes: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _size(path: str, what: str) -> int:
@@ -53,22 +57,25 @@ def checked_model_file(path: str) -> ModelFile:
             head = file.read(_XML_SCAN_BYTES)
         if b"<!DOCTYPE" in head.upper() or b"<!ENTITY" in head.upper():
             raise InvalidInputError("model", f"{path!r}: XML with a DOCTYPE or entity declaration is refused")
-        _check_ir_constants(path, os.path.getsize(weights))
-        return ModelFile(path, "ir")
+        return ModelFile(path, "ir", _read_ir_layers(path, os.path.getsize(weights)))
     if path.endswith(".onnx"):
         return ModelFile(path, "onnx")
     raise InvalidInputError("model", f"{path!r}: expected an IR .xml (with its .bin) or an .onnx file")
 
 
-def _check_ir_constants(path: str, weights_size: int) -> None:
-    """Every Const layer's declared ``offset``/``size`` inside the ``.bin`` and within the tensor
-    limit, before OpenVINO maps anything (the XML holds no DOCTYPE, so nothing is expanded)."""
+def _read_ir_layers(path: str, weights_size: int) -> dict[str, dict[str, str]]:
+    """The attributes of each CTCLoss layer, by layer name, after checking that every Const
+    layer's declared ``offset``/``size`` lies inside the ``.bin`` and within the tensor limit,
+    before OpenVINO maps anything (the XML holds no DOCTYPE, so the parser expands nothing)."""
     try:
         layers = ElementTree.parse(path).getroot().iter("layer")
     except ElementTree.ParseError as error:
         raise InvalidInputError("model", f"{path!r} is not well-formed XML: {error}") from None
+    ctc_attributes = {}
     for layer in layers:
         data = layer.find("data")
+        if layer.get("type") == "CTCLoss" and data is not None:
+            ctc_attributes[layer.get("name", "")] = dict(data.attrib)
         if layer.get("type") != "Const" or data is None or "size" not in data.attrib:
             continue
         try:
@@ -81,6 +88,7 @@ def _check_ir_constants(path: str, weights_size: int) -> None:
                 f"Const {layer.get('name')!r} declares {size} bytes at offset {offset}: outside the "
                 f"{weights_size}-byte .bin or over the {MAX_TENSOR_BYTES}-byte limit",
             )
+    return ctc_attributes
 
 
 def check_external_data(model: Any, path: str) -> None:

@@ -11,10 +11,6 @@ import numpy as np
 from ..schema import encoding, form
 
 FORMS = {"released": "openvino", "ctcop-ir": "time_major", "ctcop-onnx": "time_major"}
-OPENVINO_TYPES = {
-    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "boolean": "bool",
-    **{f"i{b}": f"int{b}" for b in (8, 16, 32, 64)}, **{f"u{b}": f"uint{b}" for b in (8, 16, 32, 64)},
-}  # fmt: skip
 Dim = int | None
 
 
@@ -57,6 +53,18 @@ def ov_shape(partial: Any) -> tuple[Dim, ...] | None:
     return tuple(d.get_length() if d.is_static else None for d in partial)
 
 
+def ov_type_name(element_type: Any) -> str:
+    from ..openvino.types import type_name
+
+    return type_name(element_type)
+
+
+def onnx_type_name(code: int) -> str:
+    from ..onnx.types import type_name
+
+    return type_name(code)
+
+
 def openvino_layer_nodes(model: Any) -> list[Any]:
     """The released and custom CTCLoss nodes of an ``openvino.Model``, in topological order."""
     versions = ("opset4", encoding("openvino_custom")["version"])
@@ -85,12 +93,12 @@ def openvino_layers(model: Any) -> list[Layer]:
                     if source.get_names()
                     else f"{producer.get_friendly_name()}:{source.get_index()}",
                     ov_shape(source.get_partial_shape()),
-                    OPENVINO_TYPES.get(source.get_element_type().get_type_name(), "?"),
+                    ov_type_name(source.get_element_type()),
                     f"{producer.get_type_name()} {producer.get_friendly_name()}",
                     np.array(producer.get_data()) if is_constant else None,
                 )
             )
-        output_type = OPENVINO_TYPES.get(node.get_output_element_type(0).get_type_name(), "?")
+        output_type = ov_type_name(node.get_output_element_type(0))
         attributes = dict(node.get_attributes())
         layers.append(Layer(len(layers), node.get_friendly_name(), layer_form, tuple(ports), attributes, output_type))
     return layers
@@ -119,7 +127,7 @@ def onnx_layers(model: Any) -> list[Layer]:
             shape = None
             if tensor is not None and tensor.HasField("shape"):
                 shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
-            dtype = onnx_type(tensor.elem_type) if tensor is not None and tensor.elem_type else "?"
+            dtype = onnx_type_name(tensor.elem_type) if tensor is not None else "?"
             constant, producer = None, f"input {value}"
             if value in initializers and value not in graph_inputs:
                 constant, producer = numpy_helper.to_array(initializers[value]), "initializer"
@@ -132,16 +140,7 @@ def onnx_layers(model: Any) -> list[Layer]:
             ports.append(Port(port_name, value, shape, dtype, producer, constant))
         attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         out = known.get(node.output[0])
-        output_type = onnx_type(out.elem_type) if out is not None and out.elem_type else "?"
+        output_type = onnx_type_name(out.elem_type) if out is not None else "?"
         name = node.name or f"{node.op_type}_{position_in_graph}"
         layers.append(Layer(len(layers), name, "ctcop-onnx", tuple(ports), attributes, output_type, node.output[0]))
     return layers
-
-
-def onnx_type(code: int) -> str:
-    from onnx import helper
-
-    try:
-        return str(helper.tensor_dtype_to_np_dtype(code).name)
-    except (KeyError, ValueError, TypeError):
-        return "?"

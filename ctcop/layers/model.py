@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, replace
-from typing import Any
 
 from ..errors import InvalidInputError
 from .feeds import ModelInput
 from .files import ModelFile, checked_model_file, load_onnx_model
-from .find import OPENVINO_TYPES, Layer, onnx_layers, onnx_type, openvino_layers, ov_shape
+from .find import Layer, onnx_layers, onnx_type_name, openvino_layers, ov_shape, ov_type_name
 
 
 @dataclass(frozen=True)
@@ -17,22 +15,6 @@ class OpenedModel:
     file: ModelFile
     layers: list[Layer]
     inputs: list[ModelInput]
-
-
-def _ir_attributes(path: str) -> dict[str, dict[str, Any]]:
-    """The attributes of every CTCLoss layer as written in the IR's XML: OpenVINO's reader turns
-    a value it does not understand (``unique="maybe"``) into a default, so validation reads the text.
-    (DOCTYPE and entities were refused before, so the parser expands nothing.)"""
-    try:
-        layers = ElementTree.parse(path).getroot().iter("layer")
-    except ElementTree.ParseError as error:
-        raise InvalidInputError("model", f"{path!r} is not well-formed XML: {error}") from None
-    found = {}
-    for layer in layers:
-        data = layer.find("data")
-        if layer.get("type") == "CTCLoss" and data is not None:
-            found[layer.get("name", "")] = dict(data.attrib)
-    return found
 
 
 def open_model(path: str) -> OpenedModel:
@@ -44,14 +26,14 @@ def open_model(path: str) -> OpenedModel:
 
         model = load_ir(path)
         layers = [
-            replace(layer, attributes=_ir_attributes(path).get(layer.name, layer.attributes))
+            replace(layer, attributes=checked.ctc_attributes.get(layer.name, layer.attributes))
             for layer in openvino_layers(model)
         ]
         inputs = [
             ModelInput(
                 i.get_any_name(),
                 ov_shape(i.get_partial_shape()) or (),
-                OPENVINO_TYPES.get(i.get_element_type().get_type_name(), "?"),
+                ov_type_name(i.get_element_type()),
             )
             for i in model.inputs
         ]
@@ -63,7 +45,7 @@ def open_model(path: str) -> OpenedModel:
             ModelInput(
                 v.name,
                 tuple(d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim),
-                onnx_type(v.type.tensor_type.elem_type),
+                onnx_type_name(v.type.tensor_type.elem_type),
             )
             for v in onnx_model.graph.input
             if v.name not in initializers

@@ -64,7 +64,8 @@ def _onnx_values(model: Any, names: list[str], feeds: dict[str, np.ndarray], req
         return list(session.run(names, {i.name: feeds[i.name] for i in session.get_inputs()}))
     from ..openvino.files import openvino_core
 
-    compiled = openvino_core().compile_model(openvino_core().read_model(extended.SerializeToString(), b""), "CPU")
+    core = openvino_core()
+    compiled = core.compile_model(core.read_model(extended.SerializeToString(), b""), request["device"])
     result = compiled({i.get_any_name(): feeds[i.get_any_name()] for i in compiled.inputs})
     return [np.asarray(result[name]) for name in names]
 

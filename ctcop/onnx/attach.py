@@ -26,7 +26,7 @@ def _logits_type(model: onnx.ModelProto, logits_output: str) -> tuple[str, tuple
         raise InvalidInputError(
             "logits_output", f"{logits_output!r} must have rank 3 ([T, N, C]), got rank {len(dims)}"
         )
-    dtype = type_name(tensor_type.elem_type) if tensor_type.elem_type else "undefined"
+    dtype = type_name(tensor_type.elem_type)
     t, n, c = (dim if dim is not None else symbol for dim, symbol in zip(dims, "TNC", strict=True))
     return dtype, (t, n, c)
 

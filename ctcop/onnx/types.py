@@ -13,5 +13,8 @@ def tensor_type(name: str) -> int:
 
 
 def type_name(code: int) -> str:
-    """The element type name of TensorProto code ``code``."""
-    return str(helper.tensor_dtype_to_np_dtype(code).name)
+    """The element type name of TensorProto code ``code``; "?" for undefined or unmapped codes."""
+    try:
+        return str(helper.tensor_dtype_to_np_dtype(code).name)
+    except (KeyError, ValueError, TypeError):
+        return "?"

@@ -3,8 +3,8 @@
 Holds the guarded lowering onto OpenVINO's native CTCLoss-4 (:mod:`.lowering`), the custom-op
 layer evaluated by the reference (:mod:`.custom_op`), the extensions that teach a Core both and the
 ONNX node (:mod:`.extensions`), the IR writer (:mod:`.writer`), the op attached to an existing model
-(:mod:`.attach`), and safe IR reading and writing (:mod:`.files`). May import the core and
-openvino; never onnx or the conformance wing (the ONNX encoding's names come from the schema).
+(:mod:`.attach`), safe IR reading and writing (:mod:`.files`) and element type names (:mod:`.types`).
+May import the core and openvino; never onnx or the conformance wing (the ONNX encoding's names come from the schema).
 """
 
 from .attach import attach_openvino

@@ -10,9 +10,8 @@ import openvino.opset15 as ops
 
 from ..errors import InvalidInputError
 from ..options import ExportOptions, attached_names
+from .types import type_name
 from .writer import checked_form, loss_node, mask_and_labels
-
-OPENVINO_FLOAT_TYPES = {"f16": "float16", "f32": "float32", "f64": "float64"}
 
 
 def _logits_result(model: openvino.Model, logits_output: str | int) -> Any:
@@ -46,12 +45,12 @@ def attach_openvino(
     shape = logits.get_partial_shape()
     if shape.rank.is_dynamic or shape.rank.get_length() != 3:
         raise InvalidInputError("logits_output", f"{logits_output!r} must have rank 3 ([T, N, C]), got {shape}")
-    element = logits.get_element_type().get_type_name()
-    if element not in OPENVINO_FLOAT_TYPES:
+    element = type_name(logits.get_element_type())
+    if element not in ("float16", "float32", "float64"):
         raise InvalidInputError("logits_output", f"{logits_output!r} must be float16/float32/float64, got {element}")
     t, n, c = (d.get_length() if d.is_static else s for d, s in zip(shape, "TNC", strict=True))
     options = ExportOptions.of(
-        dtype=OPENVINO_FLOAT_TYPES[element],
+        dtype=element,
         mask_dtype=mask_dtype,
         labels_dtype=labels_dtype,
         dims=(t, n, c),
