@@ -20,6 +20,7 @@ import numpy as np
 from .. import canonical
 from ..attributes import Attributes
 from ..reference import ctc_loss
+from ..schema import form
 
 Evaluate = Callable[[np.ndarray, np.ndarray, np.ndarray, Attributes], np.ndarray]
 Key = tuple[str, str, str, Attributes]
@@ -53,7 +54,7 @@ def _model_bytes(key: Key) -> bytes:
 
 
 def _feeds(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
-    return {"inputs": inputs, "sequence_mask": mask, "labels": labels}
+    return dict(zip(form("time_major").input_names, (inputs, mask, labels), strict=True))
 
 
 def _reference(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
