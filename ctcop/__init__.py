@@ -9,12 +9,13 @@ from typing import Any
 
 from .decode import greedy_decode
 from .errors import InvalidInputError
-from .reference import ctc_loss, ctc_loss_grad, openvino_ctc_loss
+from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss
 
 __all__ = [
     "InvalidInputError",
     "ctc_loss",
     "ctc_loss_grad",
+    "ctc_loss_or_nan",
     "greedy_decode",
     "openvino_ctc_loss",
     "openvino_extensions",

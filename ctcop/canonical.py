@@ -69,14 +69,19 @@ def _as_array(value: Any, name: str) -> np.ndarray:
     return array
 
 
-def _check_port(array: np.ndarray, port: PortSpec, dims: dict[str, int]) -> None:
-    """Rank, element type and dimension agreement of one input, as the schema states them."""
+def _check_declared(array: np.ndarray, port: PortSpec) -> None:
+    """Rank and element type of one input: what a graph declares for its inputs."""
     if array.ndim != port.rank:
         raise InvalidInputError(
             port.name, f"rank must be {port.rank} ([{', '.join(port.dims)}]), got shape {array.shape}"
         )
     if array.dtype.name not in port.types:
         raise InvalidInputError(port.name, f"element type {array.dtype.name} is not one of {', '.join(port.types)}")
+
+
+def _check_port(array: np.ndarray, port: PortSpec, dims: dict[str, int]) -> None:
+    """Rank, element type and dimension agreement of one input, as the schema states them."""
+    _check_declared(array, port)
     for axis, (symbol, size) in enumerate(zip(port.dims, array.shape, strict=True)):
         expected = dims.setdefault(symbol, int(size))
         if size != expected:
@@ -114,14 +119,26 @@ def _int64(array: np.ndarray) -> IntArray:
 # -- frames (spec section 3.1 and 3.2) -------------------------------------------------------
 
 
+def _mask_value_faults(values: IntArray) -> npt.NDArray[np.bool_]:
+    """[T, N]: mask entries other than 0 and 1 (rule 3.1)."""
+    faults: npt.NDArray[np.bool_] = (values != 0) & (values != 1)
+    return faults
+
+
+def _mask_rises(values: IntArray) -> npt.NDArray[np.bool_]:
+    """[T-1, N]: a 1 right after a 0 in a column (a gapped column, rule 3.1)."""
+    rises: npt.NDArray[np.bool_] = values[1:] > values[:-1]
+    return rises
+
+
 def mask_lengths(mask: np.ndarray) -> IntArray:
     """Frame counts from a [T, N] ``sequence_mask``: 0/1 values, each column a run of 1s then 0s."""
     values = _int64(mask)
-    bad = (values != 0) & (values != 1)
+    bad = _mask_value_faults(values)
     if bad.any():
         t, i = _first(bad)
         raise InvalidInputError("sequence_mask", f"value {mask[t, i]} is not 0 or 1 (rule 3.1: mask values)", (t, i))
-    rises = values[1:] > values[:-1]
+    rises = _mask_rises(values)
     if rises.any():
         t, i = _first(rises)
         raise InvalidInputError(
@@ -186,6 +203,11 @@ def _check_label_values(labels: np.ndarray, valid: np.ndarray, where: np.ndarray
         raise InvalidInputError("labels", f"value {labels[i, j]} {rule}", (i, j))
 
 
+def _time_major_label_ok(values: IntArray, classes: int) -> npt.NDArray[np.bool_]:
+    """Label entries that are a class in [0, C-2] (rule 3.3; the pad -1 is tested apart)."""
+    return (values >= 0) & (values < classes - 1)
+
+
 # -- the two forms ---------------------------------------------------------------------------
 
 
@@ -214,7 +236,7 @@ def from_time_major(
     pad = values == -1
     _check_label_values(
         raw,
-        (values >= 0) & (values < blank),
+        _time_major_label_ok(values, classes),
         ~pad,
         f"is not a class in [0, {blank - 1}] nor the pad -1 (rule 3.3: blank {blank} and values "
         f"outside [-1, C-2] are invalid)",
@@ -288,3 +310,32 @@ def from_openvino(
         blank=blank,
         merge_repeated=merge,
     )
+
+
+def time_major_faults(
+    inputs: npt.ArrayLike, sequence_mask: npt.ArrayLike, labels: npt.ArrayLike
+) -> tuple[np.ndarray, np.ndarray, IntArray, npt.NDArray[np.bool_]]:
+    """The per-sample reading of rules 3.1 and 3.3 that the exported graphs compute (spec 11.5).
+
+    Ranks and element types are checked as in :func:`from_time_major` (a graph declares them;
+    they raise). Returns ``inputs``, ``sequence_mask`` and ``labels`` (int64) with every faulty
+    sample's column and row replaced by a valid empty one (mask 0, labels -1), and the faults [N]:
+    sample i is faulty when mask column i holds a value other than 0/1 or a 1 after a 0, or label
+    row i a value other than -1 and [0, C-2]. Shapes that disagree ([T, N], [N, T] against
+    ``inputs``) or C = 0 fault every sample.
+    """
+    spec = form("time_major")
+    arrays = [
+        _as_array(value, port.name) for value, port in zip((inputs, sequence_mask, labels), spec.inputs, strict=True)
+    ]
+    for array, port in zip(arrays, spec.inputs, strict=True):
+        _check_declared(array, port)
+    logits, mask, raw = arrays
+    frames, n, classes = logits.shape
+    if mask.shape != (frames, n) or raw.shape != (n, frames) or classes == 0:
+        empty = np.zeros((frames, n), dtype=np.int64)
+        return logits, empty, np.full((n, frames), -1, dtype=np.int64), np.ones(n, dtype=bool)
+    mask_values, values = _int64(mask), _int64(raw)
+    faults = _mask_value_faults(mask_values).any(axis=0) | _mask_rises(mask_values).any(axis=0)
+    faults |= ((values != -1) & ~_time_major_label_ok(values, classes)).any(axis=1)
+    return logits, np.where(faults[None, :], 0, mask_values), np.where(faults[:, None], -1, values), faults

@@ -41,6 +41,36 @@ def ctc_loss(
     return _rounded(recursion.log_likelihood(batch), batch)
 
 
+def ctc_loss_or_nan(
+    inputs: npt.ArrayLike,
+    sequence_mask: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    *,
+    preprocess_collapse_repeated: bool = False,
+    merge_repeated: bool = True,
+) -> np.ndarray:
+    """What ctcop's exported graphs compute for *any* input of the declared ranks and types (spec 11.5).
+
+    Equal to :func:`ctc_loss` on valid input. Where :func:`ctc_loss` would raise for a rule on the
+    values of sample i (a mask column with a value other than 0/1 or a gap, a label other than -1
+    and [0, C-2]), ``loss[i]`` is NaN and the other samples are unaffected; shapes that disagree
+    or C = 0 make every loss NaN. Ranks and element types still raise
+    :class:`ctcop.InvalidInputError`. ``inputs`` [T, N, C], ``sequence_mask`` [T, N], ``labels`` [N, T].
+    """
+    logits, mask, targets, faults = canonical.time_major_faults(inputs, sequence_mask, labels)
+    if faults.all():
+        return np.full(faults.shape, np.nan, dtype=logits.dtype)
+    loss = ctc_loss(
+        logits,
+        mask,
+        targets,
+        preprocess_collapse_repeated=preprocess_collapse_repeated,
+        merge_repeated=merge_repeated,
+    )
+    loss[faults] = np.nan
+    return loss
+
+
 def ctc_loss_grad(
     inputs: npt.ArrayLike,
     sequence_mask: npt.ArrayLike,
