@@ -6,6 +6,8 @@ Core module: the ONNX and OpenVINO wings translate these into their own type cod
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +21,12 @@ from .schema import form, type_constraint
 # Logit types an exported graph takes: the schema's T_F less bfloat16, which neither ONNX's
 # function body (CastLike to bfloat16 has no kernel in onnxruntime) nor OpenVINO's IR writer serves.
 EXPORT_FLOAT_TYPES = tuple(name for name in type_constraint("T_F") if name != "bfloat16")
+# The largest dimension an exported graph declares (ONNX and OpenVINO take int64; 2**31 - 1 keeps
+# every index and product of two of them in int64 and what int32 index inputs can address).
+MAX_DIM = 2**31 - 1
+# The largest model file the exporters and ``ctcop eval`` read, and the largest tensor they load.
+MAX_FILE_BYTES = 4 << 30
+MAX_TENSOR_BYTES = 1 << 30
 Dim = int | str | None
 Dims = tuple[Dim, Dim, Dim]
 
@@ -61,6 +69,8 @@ def _checked_dims(dims: Any) -> Dims:
             raise InvalidInputError("dims", f"{symbol} must be an int, a name or None, got {dim!r}")
         if isinstance(dim, int) and dim < 0:
             raise InvalidInputError("dims", f"{symbol} = {dim} is negative")
+        if isinstance(dim, int) and dim > MAX_DIM:
+            raise InvalidInputError("dims", f"{symbol} = {dim} is over the limit of {MAX_DIM}")
     if isinstance(dims[2], int) and dims[2] == 0:
         raise InvalidInputError("dims", "C = 0: C must be at least 1 (the blank class)")
     return (dims[0], dims[1], dims[2])
@@ -75,3 +85,19 @@ def attached_names(taken: set[str]) -> tuple[str, str, str]:
         if name in taken:
             raise InvalidInputError("model", f"already has a value named {name!r}")
     return added
+
+
+def checked_input_file(path: str, what: str, limit: int = MAX_FILE_BYTES) -> int:
+    """The size of ``path`` when it is a regular file (a symlink to one included) of at most
+    ``limit`` bytes, checked before anything reads it: a device (/dev/zero), FIFO or directory
+    would block or never end. Otherwise an :class:`InvalidInputError` naming ``what``."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the path
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise InvalidInputError(what, f"cannot read {path!r}: {reason}") from None
+    if not stat.S_ISREG(status.st_mode):
+        raise InvalidInputError(what, f"{path!r} is not a regular file")
+    if status.st_size > limit:
+        raise InvalidInputError(what, f"{path!r} is {status.st_size} bytes, over the limit of {limit}")
+    return status.st_size

@@ -8,7 +8,6 @@ random from the model's shapes) may hold more than ``MAX_TENSOR_BYTES``.
 
 from __future__ import annotations
 
-import math
 import os
 import xml.etree.ElementTree as ElementTree
 import zipfile
@@ -18,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..options import MAX_FILE_BYTES, MAX_TENSOR_BYTES, checked_input_file
 
-MAX_FILE_BYTES = 4 << 30
-MAX_TENSOR_BYTES = 1 << 30
+__all__ = ["MAX_FILE_BYTES", "MAX_TENSOR_BYTES", "ModelFile", "checked_model_file", "load_inputs", "load_onnx_model"]
 _XML_SCAN_BYTES = 1 << 20
 
 
@@ -36,23 +35,14 @@ class ModelFile:
     ctc_attributes: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
-def _size(path: str, what: str) -> int:
-    if not os.path.isfile(path):
-        raise InvalidInputError(what, f"{path!r} is not a readable file")
-    size = os.path.getsize(path)
-    if size > MAX_FILE_BYTES:
-        raise InvalidInputError(what, f"{path!r} is {size} bytes, over the limit of {MAX_FILE_BYTES}")
-    return size
-
-
 def checked_model_file(path: str) -> ModelFile:
     """``path`` as an IR or ONNX model file, or an :class:`InvalidInputError` saying why not."""
-    _size(path, "model")
+    checked_input_file(path, "model")
     if path.endswith(".xml"):
         weights = path[:-4] + ".bin"
         if not os.path.exists(weights):
             raise InvalidInputError("model", f"{path!r} has no weights file {os.path.basename(weights)!r} beside it")
-        _size(weights, "model")
+        checked_input_file(weights, "model")
         with open(path, "rb") as file:
             head = file.read(_XML_SCAN_BYTES)
         if b"<!DOCTYPE" in head.upper() or b"<!ENTITY" in head.upper():
@@ -91,51 +81,16 @@ def _read_ir_layers(path: str, weights_size: int) -> dict[str, dict[str, str]]:
     return ctc_attributes
 
 
-def check_external_data(model: Any, path: str) -> None:
-    """Refuse ONNX external data whose location leaves the model's folder."""
-    from onnx.external_data_helper import uses_external_data
-
-    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    for tensor in model.graph.initializer:
-        if not uses_external_data(tensor):
-            continue
-        location = {entry.key: entry.value for entry in tensor.external_data}.get("location", "")
-        target = os.path.realpath(os.path.join(folder, location))
-        if os.path.isabs(location) or os.path.commonpath([folder, target]) != folder:
-            raise InvalidInputError(
-                "model", f"initializer {tensor.name!r}: external data {location!r} is outside {folder}"
-            )
-
-
 def load_onnx_model(path: str) -> Any:
     """An ONNX model from an untrusted file, external data checked before it is read."""
-    import onnx
+    from ..onnx.files import load_onnx
 
-    try:
-        model = onnx.load(path, load_external_data=False)
-    except Exception as error:  # protobuf's DecodeError and friends: not an ONNX file
-        raise InvalidInputError("model", f"cannot read {path!r} as ONNX: {type(error).__name__}") from None
-    check_external_data(model, path)
-    for tensor in model.graph.initializer:
-        try:
-            itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-        except (KeyError, ValueError, TypeError):
-            itemsize = 8
-        declared = math.prod(int(d) for d in tensor.dims) * itemsize
-        if declared > MAX_TENSOR_BYTES:
-            raise InvalidInputError(
-                "model",
-                f"initializer {tensor.name!r} declares {declared} bytes, over the {MAX_TENSOR_BYTES}-byte limit",
-            )
-    try:
-        onnx.external_data_helper.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
-    except (OSError, ValueError) as error:
-        raise InvalidInputError("model", f"{path!r}: cannot read its external data: {error}") from None
-    return model
+    return load_onnx(path)
 
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:
     """The arrays of an npz file (no pickle), each within the tensor limit."""
+    checked_input_file(path, "inputs")
     try:
         archive = np.load(path, allow_pickle=False)
         if not isinstance(archive, np.lib.npyio.NpzFile):

@@ -1,11 +1,18 @@
-"""The op attached to an existing ONNX model whose output carries [T, N, C] logits (spec 11.1)."""
+"""The op attached to an existing ONNX model whose output carries [T, N, C] logits (spec 11.1).
+
+The model's default-domain opset must be one the installed onnx knows; an older one is converted
+by onnx's version converter to the opset the function body is written in (a model that cannot be
+converted is refused), since relabelling the opset would change what its nodes mean.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import onnx
+from onnx import version_converter
 
 from ..errors import InvalidInputError
 from ..options import Dim, ExportOptions, attached_names
@@ -13,12 +20,35 @@ from . import function
 from .types import type_name
 from .writer import checked_opset, loss_node, mask_and_labels, value_info, with_function
 
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def _output_name(model: onnx.ModelProto, logits_output: str | int) -> str:
+    """The name of the output ``logits_output`` names, or indexes (an int, or a string of ASCII
+    digits that is no output's name)."""
+    names: list[str] = [str(o.name) for o in model.graph.output]
+    if isinstance(logits_output, str) and logits_output not in names and re.fullmatch(r"[0-9]{1,9}", logits_output):
+        logits_output = int(logits_output)
+    if isinstance(logits_output, int) and not isinstance(logits_output, bool):
+        if not 0 <= logits_output < len(names):
+            raise InvalidInputError("logits_output", f"index {logits_output} is outside [0, {len(names) - 1}]")
+        return names[logits_output]
+    if not isinstance(logits_output, str) or logits_output not in names:
+        raise InvalidInputError("logits_output", f"{logits_output!r} is not an output of the model")
+    return logits_output
+
 
 def _logits_type(model: onnx.ModelProto, logits_output: str) -> tuple[str, tuple[Dim, Dim, Dim]]:
     """Element type and [T, N, C] of the output ``logits_output`` (symbols where unknown)."""
-    if logits_output not in [o.name for o in model.graph.output]:
-        raise InvalidInputError("logits_output", f"{logits_output!r} is not an output of the model")
-    inferred = onnx.shape_inference.infer_shapes(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception as error:  # onnx's InferenceError and friends: the model is not consistent
+        raise InvalidInputError("model", f"shape inference fails: {_first_line(error)}") from None
     known = {v.name: v for v in [*inferred.graph.output, *inferred.graph.value_info, *inferred.graph.input]}
     tensor_type = known[logits_output].type.tensor_type
     dims: list[Dim] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim]
@@ -31,9 +61,40 @@ def _logits_type(model: onnx.ModelProto, logits_output: str) -> tuple[str, tuple
     return dtype, (t, n, c)
 
 
+def default_opset(model: onnx.ModelProto) -> int | None:
+    """The model's default-domain (``""`` or ``ai.onnx``) opset, None when it imports none."""
+    versions = [op.version for op in model.opset_import if op.domain in DEFAULT_DOMAINS]
+    return max(versions) if versions else None
+
+
+def converted_model(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """``model`` checked and, when its default-domain opset is older than ``opset``, converted to
+    ``opset``; a future opset, an invalid model or a failed conversion is an :class:`InvalidInputError`."""
+    own = default_opset(model)
+    newest = onnx.defs.onnx_opset_version()
+    if own is not None and own > newest:
+        raise InvalidInputError(
+            "model", f"default-domain opset {own} is newer than onnx {onnx.__version__} knows (at most {newest})"
+        )
+    try:
+        onnx.checker.check_model(model)
+    except Exception as error:  # ValidationError: the model breaks the ONNX standard as it stands
+        raise InvalidInputError("model", f"not a valid ONNX model: {_first_line(error)}") from None
+    if own is None or own >= opset:
+        return model
+    try:
+        out = version_converter.convert_version(model, opset)
+        onnx.checker.check_model(out, full_check=True)
+    except Exception as error:  # the converter raises RuntimeError, the checker ValidationError
+        raise InvalidInputError(
+            "model", f"default-domain opset {own} cannot be converted to opset {opset}: {_first_line(error)}"
+        ) from None
+    return out
+
+
 def attach_onnx(
     model: onnx.ModelProto,
-    logits_output: str,
+    logits_output: str | int,
     *,
     mask_dtype: str = "int32",
     labels_dtype: str = "int64",
@@ -41,12 +102,16 @@ def attach_onnx(
     opset: int = function.MIN_OPSET,
 ) -> onnx.ModelProto:
     """``model`` with ``sequence_mask`` and ``labels`` inputs and a ``loss`` output added, the loss
-    computed from the model's output ``logits_output`` ([T, N, C], float16/32/64, which gives the
-    loss's element type and dims). The logits output is kept. Other options as for
-    :func:`ctcop.onnx.onnx_model`; the model keeps its own default-domain opset when newer."""
-    dtype, dims = _logits_type(model, logits_output)
+    computed from the model's output ``logits_output`` (a name or an index; [T, N, C],
+    float16/32/64, which gives the loss's element type and dims). The logits output is kept. Other
+    options as for :func:`ctcop.onnx.onnx_model`; the model keeps its own default-domain opset
+    when newer, and is converted to ``opset`` when older."""
+    target = checked_opset(opset)
+    model = converted_model(model, target)
+    logits_name = _output_name(model, logits_output)
+    dtype, dims = _logits_type(model, logits_name)
     if dtype not in ("float16", "float32", "float64"):
-        raise InvalidInputError("logits_output", f"{logits_output!r} must be float16/float32/float64")
+        raise InvalidInputError("logits_output", f"{logits_name!r} must be float16/float32/float64")
     options = ExportOptions.of(
         dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, dims=dims, attributes=attributes
     )
@@ -55,10 +120,13 @@ def attach_onnx(
     loss = attached_names(taken)[2]
     if any(f.domain == function.DOMAIN and f.name == function.OP_TYPE for f in model.functions):
         raise InvalidInputError("model", "already holds an ai.ctcop.CTCLoss function")
-    own_opset = {op.domain: op.version for op in model.opset_import}.get("", 0)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     out.graph.input.extend(mask_and_labels(options))
-    out.graph.node.append(loss_node(logits_output, options))
+    out.graph.node.append(loss_node(logits_name, options))
     out.graph.output.append(value_info(loss, options.dtype, [options.dims[1]]))
-    return with_function(out, options, max(checked_opset(opset), own_opset))
+    try:
+        return with_function(out, options, max(target, default_opset(model) or 0))
+    except onnx.checker.ValidationError as error:
+        reason = _first_line(error)
+        raise InvalidInputError("model", f"with the loss attached it fails onnx.checker: {reason}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,8 +16,12 @@ from .writer import checked_form, loss_node, mask_and_labels
 
 
 def _logits_result(model: openvino.Model, logits_output: str | int) -> Any:
-    """The Result named (or indexed) by ``logits_output``."""
+    """The Result named (or indexed: an int, or a string of ASCII digits that is no output's
+    name) by ``logits_output``."""
     results = list(model.get_results())
+    names = {name for r in results for name in r.output(0).get_names()}
+    if isinstance(logits_output, str) and logits_output not in names and re.fullmatch(r"[0-9]{1,9}", logits_output):
+        logits_output = int(logits_output)
     if isinstance(logits_output, int) and not isinstance(logits_output, bool):
         if not 0 <= logits_output < len(results):
             raise InvalidInputError("logits_output", f"index {logits_output} is outside [0, {len(results) - 1}]")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from functools import cache
@@ -12,7 +13,20 @@ from typing import Any
 import openvino
 
 from ..errors import InvalidInputError
+from ..options import checked_input_file
 from .extensions import openvino_extensions
+
+# Lines of an OpenVINO exception that say where, not what: "Exception from src/...:84:",
+# "Check 'bin_file' failed at src/...:124:", "FrontEnd API failed with GeneralFailure:".
+_WHERE = re.compile(r"^(Exception from |Check '.*' failed at )|:$")
+
+
+def error_line(error: BaseException) -> str:
+    """The first line of an OpenVINO exception's message that says what went wrong (its messages
+    span several lines: where it was raised, which check failed, then the reason)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    meaningful = [line for line in lines if not _WHERE.search(line)]
+    return (meaningful or lines or [type(error).__name__])[0]
 
 
 @cache
@@ -29,7 +43,7 @@ def save_ir(model: Any, path: str) -> None:
     try:
         openvino.save_model(model, path, compress_to_fp16=False)
     except (OSError, RuntimeError) as error:
-        raise InvalidInputError("output", f"cannot write {path!r}: {error}") from None
+        raise InvalidInputError("output", f"cannot write {path!r}: {error_line(error)}") from None
 
 
 @contextlib.contextmanager
@@ -47,10 +61,14 @@ def _native_stderr_silenced() -> Iterator[None]:
 
 
 def load_ir(path: str) -> Any:
-    """Read an IR (or any OpenVINO-readable) model from an untrusted file, with ctcop's extensions."""
+    """Read an IR (or any OpenVINO-readable) model from an untrusted file, with ctcop's extensions.
+    The file, and an IR's ``.bin`` when there is one, must be regular files within the size limit."""
+    checked_input_file(path, "model")
+    weights = path[:-4] + ".bin" if path.endswith(".xml") else ""
+    if weights and os.path.lexists(weights):
+        checked_input_file(weights, "model")
     try:
         with _native_stderr_silenced():  # frontends probing an unknown file log to fd 2 themselves
             return openvino_core().read_model(path)
     except Exception as error:  # OpenVINO raises RuntimeError subclasses for every parse failure
-        message = str(error).strip().splitlines()
-        raise InvalidInputError("model", f"cannot read {path!r}: {message[-1] if message else error}") from None
+        raise InvalidInputError("model", f"cannot read {path!r}: {error_line(error)}") from None
