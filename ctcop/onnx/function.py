@@ -2,8 +2,14 @@
 
 The function ``ai.ctcop.CTCLoss`` (version 1) takes the spec's three inputs and two attributes and
 computes in log space, in its compute type (float64 for float64 models, float32 otherwise), what
-:mod:`ctcop.recursion` computes. Its stages, one function each:
+:mod:`ctcop.recursion` computes. It is a total function (spec 11.5): it returns a loss for every
+input of its declared ranks and element types. Its stages, one function each:
 
+* checks (3.1, 3.3, 11.5): ``sequence_mask`` and ``labels`` cut and padded to [T, N] and [N, T]
+  and read as float64 (exact for every value that matters); per-sample faults (a mask value
+  other than 0/1, a 1 after a 0, a label other than -1 and [0, C-2]) and a batch-wide fault
+  (shapes that disagree, C = 0); a faulty sample's column and row become a valid empty one
+  before anything indexes with them, so nothing out of range is ever read;
 * frames (3.2, 4.1, 4.4): log-softmax over the C classes as ``(x - max) - ln sum exp(x - max)``;
   a frame is non-finite when its log-sum is NaN or its minimum is infinite, and an active
   non-finite frame makes its sample NaN; inactive frames are never read;
@@ -14,13 +20,14 @@ computes in log space, in its compute type (float64 for float64 models, float32 
 * emissions: each state's log-probability per frame, in blocks of UNROLL frames;
 * the Loop: blocks of frames carry the forward variables [2 + S, N] relative to a float64
   per-sample offset, and capture each sample's end states at its last active frame;
-* read-out (4.3, 4.4): ln of the end states' mass, NaN for non-finite samples, cast back to the
-  element type of ``inputs`` with CastLike.
+* read-out (4.3, 4.4, 11.5): ln of the end states' mass, +0.0 for a zero, NaN for non-finite and
+  faulty samples, cast back to the element type of ``inputs`` with CastLike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -123,6 +130,53 @@ class _Shapes:
 
 
 @dataclass(frozen=True)
+class _Checked:
+    """``sequence_mask`` and ``labels`` as the rest of the function may read them (spec 11.5):
+    ``active`` [T, N] (bool, a prefix in every column), ``labels`` [N, T] (int64, -1 or a class
+    in [0, C-2]) and ``faults`` [N] (bool; the samples whose loss is NaN). A faulty sample's
+    column is all 0 and its row all -1 (a valid empty sample), as in ``ctc_loss_or_nan``."""
+
+    active: str
+    labels: str
+    faults: str
+
+
+def _fitted(g: GraphBuilder, values: str, shape: str, fill: float) -> str:
+    """[A, B] ``values`` of any integer type cut and padded with ``fill`` to ``shape`` [2], as
+    float64. The Slice comes first: it gives onnxruntime an output of no inferred shape, so no
+    buffer is planned from the declared dimensions that the actual ones may contradict."""
+    cut = g.Slice(values, g.i64([0, 0]), shape, g.i64([0, 1]))
+    pads = g.Concat(g.i64([0, 0]), g.Sub(shape, g.Shape(cut)), axis=0)
+    return g.Pad(g.Cast(cut, to=DOUBLE), pads, g.const(fill, np.float64))
+
+
+def _any(g: GraphBuilder, flags: str, axis: int) -> str:
+    """[N] true where ``flags`` holds anywhere along ``axis`` (a sum: defined for length 0)."""
+    return g.Greater(g.ReduceSum(g.Cast(flags, to=INT64), g.i64([axis]), keepdims=0), g.i64(0))
+
+
+def _checks(g: GraphBuilder, mask_name: str, labels_name: str, shapes: _Shapes) -> _Checked:
+    """Checks (3.1, 3.3, 11.5). Values are compared as float64: every integer that casts to 0,
+    1, -1 or into [0, C-2] is that value, and no cast wraps (uint64 2**64 - 1 is not -1)."""
+    axis0, axis1 = g.i64([0]), g.i64([1])
+    mask = _fitted(g, mask_name, g.Concat(shapes.frames, shapes.batch, axis=0), 0.0)
+    labels = _fitted(g, labels_name, g.Concat(shapes.batch, shapes.frames, axis=0), -1.0)
+    one, zero = g.Equal(mask, g.const(1.0, np.float64)), g.Equal(mask, g.const(0.0, np.float64))
+    after_gap = g.And(one, g.Greater(g.CumSum(g.Cast(g.Not(one), to=INT64), g.i64(0)), g.i64(0)))
+    mask_faults = _any(g, g.Or(g.Not(g.Or(one, zero)), after_gap), 0)
+    last_class = g.Cast(g.Sub(shapes.class_count, g.i64(2)), to=DOUBLE)
+    label_ok = g.And(g.GreaterOrEqual(labels, g.const(0.0, np.float64)), g.LessOrEqual(labels, last_class))
+    label_faults = _any(g, g.Not(g.Or(label_ok, g.Equal(labels, g.const(-1.0, np.float64)))), 1)
+    actual = g.Concat(g.Shape(mask_name), g.Shape(labels_name), axis=0)
+    declared = g.Concat(shapes.frames, shapes.batch, shapes.batch, shapes.frames, axis=0)
+    batch_fault = g.Or(_any(g, g.Not(g.Equal(actual, declared)), 0), g.Equal(shapes.class_count, g.i64(0)))
+    faults = g.Or(g.Or(mask_faults, label_faults), batch_fault)
+    active = g.And(one, g.Not(g.Unsqueeze(faults, axis0)))
+    kept = g.Where(g.And(label_ok, g.Not(g.Unsqueeze(faults, axis1))), labels, g.const(-1.0, np.float64))
+    return _Checked(active, g.Cast(kept, to=INT64), faults)
+
+
+@dataclass(frozen=True)
 class _Frames:
     """Per-frame terms: ``active`` [T, N], ``centred`` = x - max [T, N, C] and ``log_sum`` [T, N, 1]
     in the compute type, and the count of active non-finite frames per sample [N]."""
@@ -133,10 +187,10 @@ class _Frames:
     nonfinite_count: str
 
 
-def _frames(g: GraphBuilder, x: str, mask: str, compute_type: int) -> _Frames:
-    """Frames (3.2, 4.1, 4.4): active flags, the log-softmax terms, non-finite frames."""
+def _frames(g: GraphBuilder, x: str, active: str, compute_type: int) -> _Frames:
+    """Frames (3.2, 4.1, 4.4): the log-softmax terms, non-finite active frames ([T, N] ``active``
+    from the checks). With C = 0 the reductions give -inf, 0 and +inf: defined, and NaN'd later."""
     axis2 = g.i64([2])
-    active = g.Cast(mask, to=BOOL)
     logits = g.Cast(x, to=compute_type)
     centred = g.Sub(logits, g.ReduceMax(logits, axis2, keepdims=1))
     log_sum = g.Log(g.ReduceSum(g.Exp(centred), axis2, keepdims=1))
@@ -146,10 +200,9 @@ def _frames(g: GraphBuilder, x: str, mask: str, compute_type: int) -> _Frames:
     return _Frames(active, centred, log_sum, nonfinite_count)
 
 
-def _targets(g: GraphBuilder, labels_name: str, blank: str, collapse: str) -> tuple[str, str]:
-    """Targets (3.3, 3.4) [N, L] and their lengths [N]: every pad removed, then repeats
-    collapsed when ``collapse`` holds."""
-    labels = g.Cast(labels_name, to=INT64)
+def _targets(g: GraphBuilder, labels: str, blank: str, collapse: str) -> tuple[str, str]:
+    """Targets (3.3, 3.4) [N, L] and their lengths [N] from the checked int64 ``labels``: every
+    pad removed, then repeats collapsed when ``collapse`` holds."""
     targets, lengths = _compact(g, labels, g.Not(g.Equal(labels, g.i64(-1))), blank)
     in_target = g.Less(_positions(g, targets), g.Unsqueeze(lengths, g.i64([1])))
     starts_run = g.Not(g.Equal(targets, _shift_right(g, targets, 1, g.i64(-1))))
@@ -195,13 +248,28 @@ def _lattice(g: GraphBuilder, targets: str, lengths: str, blank: str, merge: str
     return _Lattice(classes, _positions(g, classes), count, stay_penalty, skip_penalty, last_row)
 
 
+def _if(
+    g: GraphBuilder, condition: str, branches: tuple[tuple[GraphBuilder, str], ...], kind: int, dims: list[Any]
+) -> str:
+    """An If over two (builder, output) branches, each giving a tensor of element type ``kind``
+    and shape ``dims``."""
+    then_branch, else_branch = (
+        helper.make_graph(part.nodes, part.prefix.rstrip("_"), [], [helper.make_tensor_value_info(out, kind, dims)])
+        for part, out in branches
+    )
+    chosen = g.fresh("chosen")
+    g.node("If", [condition], [chosen], then_branch=then_branch, else_branch=else_branch)
+    return chosen
+
+
 def _gather_emissions(
     g: GraphBuilder, centred: str, lattice: _Lattice, frame_ids: str, sample_ids: str, shapes: _Shapes, compute: int
 ) -> str:
     """``centred[frame_ids[f], n, lattice.classes[n, r]]`` as [F, 2 + S, N].
 
     An If picks the operator: GatherElements on a [T, C, N] view up to FEW_CLASSES classes, else a
-    Gather of entry ((t * N + n) * C + class) of the flat view. Both give the same values.
+    Gather of entry ((t * N + n) * C + class) of the flat view. Both give the same values. With
+    C = 0 there is nothing to gather (every sample is NaN, 11.5): an outer If gives zeros.
     """
     column_classes = g.Unsqueeze(g.Transpose(lattice.classes, perm=[1, 0]), g.i64([0]))
     few = GraphBuilder("few_classes_")
@@ -214,14 +282,15 @@ def _gather_emissions(
         many.Unsqueeze(sample_ids, many.i64([0, 1])),
     )
     many_gathered = _take(many, centred, many.Add(many.Mul(frame_rows, shapes.class_count), column_classes))
-    then_branch, else_branch = (
-        helper.make_graph(part.nodes, name, [], [helper.make_tensor_value_info(out, compute, ["F", "S2", "N"])])
-        for name, part, out in (("few_classes", few, few_gathered), ("many_classes", many, many_gathered))
-    )
-    is_few = g.Squeeze(g.LessOrEqual(shapes.classes, g.i64([FEW_CLASSES])), g.i64([0]))
-    gathered = g.fresh("gathered")
-    g.node("If", [is_few], [gathered], then_branch=then_branch, else_branch=else_branch)
-    return gathered
+    some = GraphBuilder("some_classes_")
+    is_few = some.Squeeze(some.LessOrEqual(shapes.classes, some.i64([FEW_CLASSES])), some.i64([0]))
+    some_gathered = _if(some, is_few, ((few, few_gathered), (many, many_gathered)), compute, ["F", "S2", "N"])
+    none = GraphBuilder("no_classes_")
+    zero = helper.make_tensor("zero", compute, [1], [0.0])
+    none_shape = none.Concat(none.Shape(frame_ids), lattice.count, shapes.batch, axis=0)
+    none_gathered = none.ConstantOfShape(none_shape, value=zero)
+    is_none = g.Squeeze(g.Equal(shapes.classes, g.i64([0])), g.i64([0]))
+    return _if(g, is_none, ((none, none_gathered), (some, some_gathered)), compute, ["F", "S2", "N"])
 
 
 @dataclass(frozen=True)
@@ -358,11 +427,14 @@ def _forward(g: GraphBuilder, lattice: _Lattice, blocks: _Blocks, shapes: _Shape
     return outputs[2]
 
 
-def _read_out(g: GraphBuilder, captured: str, blocks: _Blocks, shapes: _Shapes, nonfinite_count: str) -> str:
-    """Read-out (4.3, 4.4): -ln of the mass on states 2L and 2L-1, NaN for non-finite samples."""
+def _read_out(g: GraphBuilder, captured: str, blocks: _Blocks, shapes: _Shapes, nan_samples: str) -> str:
+    """Read-out (4.3, 4.4, 11.5): -ln of the mass on states 2L and 2L-1, NaN for ``nan_samples``
+    [N]. The loss is 0 - ln(mass), not Neg: a zero loss (T = 0, C = 1) is then +0.0, never -0.0
+    (onnxruntime's optimizer drops an ``x + 0``, so adding +0.0 after Neg would not do)."""
+    zero = g.const(0.0, np.float64)
     ends_at = [_take(g, captured, g.Add(g.Mul(g.i64(row), shapes.batch_size), blocks.sample_ids)) for row in (0, 1)]
-    loss = g.Neg(_logsumexp(g, ends_at, g.const(0.0, np.float64)))
-    return g.Where(g.Greater(nonfinite_count, g.i64(0)), g.const(np.nan, np.float64), loss)
+    loss = g.Sub(zero, _logsumexp(g, ends_at, zero))
+    return g.Where(nan_samples, g.const(np.nan, np.float64), loss)
 
 
 def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.FunctionProto:
@@ -378,12 +450,14 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     compute_type = helper.np_dtype_to_tensor_dtype(np.dtype(compute))
     shapes = _Shapes.of(g, x)
     blank = g.Sub(shapes.class_count, g.i64(1))
-    frames = _frames(g, x, mask, compute_type)
-    targets, lengths = _targets(g, labels, blank, g.attribute("preprocess_collapse_repeated"))
+    checked = _checks(g, mask, labels, shapes)
+    frames = _frames(g, x, checked.active, compute_type)
+    targets, lengths = _targets(g, checked.labels, blank, g.attribute("preprocess_collapse_repeated"))
     lattice = _lattice(g, targets, lengths, blank, g.attribute("merge_repeated"), compute)
     blocks = _blocks(g, frames, lattice, lengths, shapes, compute_type)
     captured = _forward(g, lattice, blocks, shapes, compute)
-    g.node("CastLike", [_read_out(g, captured, blocks, shapes, frames.nonfinite_count), x], [spec.output_name])
+    nan_samples = g.Or(checked.faults, g.Greater(frames.nonfinite_count, g.i64(0)))
+    g.node("CastLike", [_read_out(g, captured, blocks, shapes, nan_samples), x], [spec.output_name])
     return helper.make_function(
         DOMAIN,
         OP_TYPE,
