@@ -1,6 +1,8 @@
 import os
+import re
 import sys
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -8,4 +10,31 @@ sys.path.insert(0, os.path.dirname(__file__))
 settings.register_profile(
     "ci", max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
+# The fuzz set's long profile (tests/fuzz_strategies.py holds each fuzz test's budget in both):
+# random seeds, so that every long run explores new inputs; a failure prints the blob to replay it.
+settings.register_profile(
+    "fuzz-long",
+    max_examples=1000,
+    deadline=None,
+    derandomize=False,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile("ci")
+
+
+def selects_fuzz_only(markexpr: str) -> bool:
+    """``-m fuzz`` (or an expression naming fuzz other than ``not fuzz``)."""
+    return bool(re.search(r"\bfuzz\b", markexpr)) and not re.search(r"\bnot\s+fuzz\b", markexpr)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The long fuzz profile for ``pytest -m fuzz`` or ``CTCOP_FUZZ=long``; bounded otherwise.
+
+    Runs before the test modules are imported, so tests/fuzz_strategies.py reads the choice from
+    the environment when it is first imported.
+    """
+    if selects_fuzz_only(config.getoption("markexpr", "") or ""):
+        os.environ["CTCOP_FUZZ"] = "long"
+    if os.environ.get("CTCOP_FUZZ") == "long":
+        settings.load_profile("fuzz-long")
