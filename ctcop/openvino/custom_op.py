@@ -2,8 +2,12 @@
 
 In IR it is a layer of type ``CTCLoss``, version ``ctcop1``, with the time-major inputs
 (``inputs``, ``sequence_mask``, ``labels``) and the two boolean attributes. OpenVINO runs it on the
-CPU device through :meth:`CTCLossOp.evaluate`, which calls :func:`ctcop.ctc_loss`; invalid input
-therefore fails inference with ctcop's message instead of giving a number.
+CPU device through :meth:`CTCLossOp.evaluate`, which calls :func:`ctcop.ctc_loss_or_nan`: like
+every graph ctcop exports it is a total function (spec 11.5), so input that breaks a rule gives
+NaN for the samples that break it (every sample for shapes that disagree or C = 0) instead of
+failing inference. It computes on what the plugin hands it: the CPU plugin narrows int64, uint64
+and uint32 mask and labels to int32 by wrapping before any op sees them (spec 12.2 D6), so there
+a label 2**32 reaches the op as 0.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 import openvino as ov
 
 from ..attributes import Attributes
-from ..reference import ctc_loss
+from ..reference import ctc_loss_or_nan
 from ..schema import encoding
 
 try:
@@ -66,7 +70,7 @@ class CTCLossOp(ov.Op):  # type: ignore[misc]
         return True
 
     def evaluate(self, outputs: list[ov.Tensor], inputs: list[ov.Tensor]) -> bool:
-        loss = ctc_loss(inputs[0].data, inputs[1].data, inputs[2].data, **self.attributes())
+        loss = ctc_loss_or_nan(inputs[0].data, inputs[1].data, inputs[2].data, **self.attributes())
         outputs[0].shape = loss.shape
         outputs[0].data[...] = loss
         return True

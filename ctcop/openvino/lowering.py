@@ -1,8 +1,9 @@
-"""CTCLoss-4 (time-major form) lowered onto stock OpenVINO operators (spec section 12.1).
+"""CTCLoss-4 (time-major form) lowered onto stock OpenVINO operators (spec sections 12.1, 11.5).
 
 The core is OpenVINO's own CTCLoss-4 (opset4). Around it sit the layout adapters the forms need
-(time-major to batch-major, mask to lengths, pads removed anywhere, blank C-1) and guards for the
-defects of OpenVINO's CPU kernel that spec section 12.2 lists with their smallest inputs:
+(time-major to batch-major, mask to lengths, pads removed anywhere, blank C-1), guards for the
+defects of OpenVINO's CPU kernel that spec section 12.2 lists with their smallest inputs, and the
+guards that make the graph a total function (spec 11.5):
 
 * G1 the kernel exponentiates raw logits (overflow/underflow for |logits| >~ 90): it is fed
   log-softmax values, which are <= 0, so its own normalisation is exact;
@@ -10,11 +11,23 @@ defects of OpenVINO's CPU kernel that spec section 12.2 lists with their smalles
   computed here, and the kernel gets a harmless dummy sample;
 * G3 label_length > logit_length raises instead of giving +inf: after pad removal and collapse
   (done here, so the length is the processed length) such samples get +inf and a dummy;
-* G4 a non-finite value in an active frame yields NaN for that sample (rule 4.4).
+* G4 a non-finite value in an active frame yields NaN for that sample (rule 4.4);
+* G5 a label the kernel would use as an index outside [0, C) reads or writes outside its tensors
+  (a SIGSEGV, or a loss of -2.4e13): every sample that breaks rule 3.1 or 3.3 in its own mask
+  column or label row gets the dummy and NaN, so the kernel and every gather only ever see
+  classes [0, C-2] of valid samples;
+* G6 mask and labels whose shapes disagree with the logits (possible where the dims are dynamic)
+  are cut or padded to [T, N] and [N, T] before any operator pairs them, and every loss is NaN;
+  C = 0 is handled the same way;
+* G7 the CPU plugin narrows int64, uint64 and uint32 inputs to int32 by wrapping (2**32 reads as
+  0, spec 12.2 D6) before an integer operator sees them; a Convert straight to float32 still reads
+  the true value, so the rules are tested on that float32 copy first (exact: -1, 0 and 1 are the
+  only values that can pass, and float32 orders every integer correctly against -1 and 2**31),
+  and the narrowed integers are used only where the float copy shows them in [-1, 2**31).
 
 The dummy sample is one frame and one label: frame 0 and class 0 when the input has a frame and
-a non-blank class; otherwise an appended frame and/or class of log-probability -1e4, so it is
-valid for every T and C, including T = 0 and C = 1.
+two or more classes; otherwise an appended frame and/or classes of log-probability -1e4 (the dummy
+class is then class 1), so it is valid for every T and C, including T = 0, C = 1 and C = 0.
 """
 
 from __future__ import annotations
@@ -24,21 +37,63 @@ import openvino as ov
 import openvino.opset15 as ops
 
 DUMMY_LOG_PROB = -1.0e4
+WIDE = 2.0**31  # a label at or beyond this (read as float32) is never a class
 
 
 def _i64(value: object) -> ov.Node:
     return ops.constant(np.asarray(value, dtype=np.int64))
 
 
-def _shift_right(values: ov.Output, fill: ov.Node) -> ov.Node:
-    padded = ops.pad(values, _i64([0, 1]), _i64([0, 0]), "constant", fill)
-    return ops.slice(padded, _i64([0]), _i64([-1]), _i64([1]), _i64([1]))
+def _f32(value: float) -> ov.Node:
+    return ops.constant(np.asarray(value, dtype=np.float32))
+
+
+def _shift(values: ov.Output, fill: ov.Node, axis: int) -> ov.Node:
+    """2-D ``values`` moved one step along ``axis``, ``fill`` entering at the front."""
+    begin = [0, 0]
+    begin[axis] = 1
+    padded = ops.pad(values, _i64(begin), _i64([0, 0]), "constant", fill)
+    return ops.slice(padded, _i64([0]), _i64([-1]), _i64([1]), _i64([axis]))
 
 
 def _positions(values: ov.Output) -> ov.Node:
     """0, 1, ..., W-1 for [N, W] ``values``."""
     width = ops.gather(ops.shape_of(values, "i64"), _i64(1), _i64(0))
     return ops.range(_i64(0), width, _i64(1), "i64")
+
+
+def _fit(values: ov.Output, shape: ov.Output, fill: ov.Node) -> ov.Node:
+    """2-D ``values`` cut or padded with ``fill`` to ``shape`` (G6)."""
+    cut = ops.slice(values, _i64([0, 0]), shape, _i64([1, 1]))
+    return ops.pad(cut, _i64([0, 0]), ops.subtract(shape, ops.shape_of(cut, "i64")), "constant", fill)
+
+
+def _disagrees(values: ov.Output, shape: ov.Output) -> ov.Node:
+    """Scalar: the shape of ``values`` is not ``shape``."""
+    return ops.reduce_logical_or(ops.not_equal(ops.shape_of(values, "i64"), shape), _i64([0]), keep_dims=False)
+
+
+def mask_codes(sequence_mask: ov.Output, shape: ov.Output) -> tuple[ov.Node, ov.Node]:
+    """The mask fitted to [T, N] as float32 0 and 1, 2 for any other value (G7), and the columns
+    that break rule 3.1 [N]: a value other than 0 and 1, or a 1 after a 0."""
+    values = ops.convert(sequence_mask, "f32")
+    valid = ops.logical_or(ops.equal(values, _f32(0.0)), ops.equal(values, _f32(1.0)))
+    codes = _fit(ops.select(valid, values, _f32(2.0)), shape, _f32(0.0))
+    rises = ops.greater(codes, _shift(codes, _f32(1.0), 0))  # a first 2 always rises
+    return codes, ops.reduce_logical_or(rises, _i64([0]), keep_dims=False)
+
+
+def label_codes(labels: ov.Output, classes: ov.Output, shape: ov.Output) -> tuple[ov.Node, ov.Node]:
+    """Labels fitted to [N, T] as int64, -2 for every value other than -1 and [0, C-2], and the rows
+    that break rule 3.3 [N]. Range tested on a float32 copy first (G7)."""
+    wide = ops.convert(labels, "f32")
+    values = ops.convert(labels, "i64")  # exact wherever ``wide`` is in [-1, 2**31)
+    out_of_range = ops.logical_or(ops.less(wide, _f32(-1.0)), ops.greater_equal(wide, _f32(WIDE)))
+    not_class = ops.logical_and(
+        ops.not_equal(values, _i64(-1)), ops.greater_equal(values, ops.subtract(classes, _i64(1)))
+    )
+    codes = _fit(ops.select(ops.logical_or(out_of_range, not_class), _i64(-2), values), shape, _i64(-1))
+    return codes, ops.reduce_logical_or(ops.equal(codes, _i64(-2)), _i64([1]), keep_dims=False)
 
 
 def _compact(values: ov.Output, keep: ov.Output, fill: ov.Output) -> tuple[ov.Node, ov.Node]:
@@ -52,58 +107,66 @@ def _compact(values: ov.Output, keep: ov.Output, fill: ov.Output) -> tuple[ov.No
     return ops.select(in_target, moved, fill), ops.squeeze(counts, _i64([1]))
 
 
-def processed_targets(labels: ov.Output, blank: ov.Output, collapse: bool) -> tuple[ov.Node, ov.Node]:
-    """Targets [N, T] (rule 3.3: every -1 removed; 3.4: repeats collapsed if asked) and lengths [N]."""
-    values = ops.convert(labels, "i64")
+def processed_targets(values: ov.Output, blank: ov.Output, collapse: bool) -> tuple[ov.Node, ov.Node]:
+    """Targets [N, T] (rule 3.3: every -1 removed; 3.4: repeats collapsed if asked) and lengths [N]
+    from int64 ``values`` that hold only -1 and classes."""
     targets, lengths = _compact(values, ops.not_equal(values, _i64(-1)), blank)
     if collapse:
         in_target = ops.less(_positions(values), ops.unsqueeze(lengths, _i64(1)))
-        starts_run = ops.not_equal(targets, _shift_right(targets, _i64(-1)))
+        starts_run = ops.not_equal(targets, _shift(targets, _i64(-1), 1))
         targets, lengths = _compact(targets, ops.logical_and(in_target, starts_run), blank)
     return targets, lengths
 
 
-def lower(
-    inputs: ov.Output,
-    sequence_mask: ov.Output,
-    labels: ov.Output,
-    *,
-    preprocess_collapse_repeated: bool,
+def sample_faults(inputs: ov.Output, sequence_mask: ov.Output, labels: ov.Output) -> tuple[ov.Node, ov.Node, ov.Node]:
+    """Active frames [T, N] and label values [N, T] (-1 or classes) with every faulty sample emptied,
+    and the faults [N]: rule 3.1 in the sample's column, 3.3 in its row, or a batch-level fault
+    (shapes that disagree, C = 0: spec 11.5)."""
+    dims = ops.shape_of(inputs, "i64")
+    frames_by_batch = ops.gather(dims, _i64([0, 1]), _i64(0))
+    batch_by_frames = ops.gather(dims, _i64([1, 0]), _i64(0))
+    classes = ops.gather(dims, _i64(2), _i64(0))
+    mask, column_faults = mask_codes(sequence_mask, frames_by_batch)
+    codes, row_faults = label_codes(labels, classes, batch_by_frames)
+    shapes = ops.logical_or(_disagrees(sequence_mask, frames_by_batch), _disagrees(labels, batch_by_frames))
+    batch_fault = ops.logical_or(shapes, ops.equal(classes, _i64(0)))
+    faults = ops.logical_or(ops.logical_or(column_faults, row_faults), batch_fault)
+    active = ops.logical_and(ops.equal(mask, _f32(1.0)), ops.logical_not(ops.unsqueeze(faults, _i64(0))))
+    values = ops.select(ops.unsqueeze(faults, _i64(1)), _i64(-1), codes)
+    return active, values, faults
+
+
+def _kernel_loss(
+    log_probs: ov.Output,
+    frame_counts: ov.Output,
+    targets: ov.Output,
+    target_lengths: ov.Output,
+    usable: ov.Output,
     merge_repeated: bool,
 ) -> ov.Node:
-    """The [N] loss of the spec's time-major CTCLoss-4, built from stock OpenVINO operators."""
-    precise = inputs if inputs.get_element_type() in (ov.Type.f32, ov.Type.f64) else ops.convert(inputs, "f32")
-    active = ops.convert(sequence_mask, "boolean")
-    frame_counts = ops.reduce_sum(ops.convert(active, "i64"), _i64([0]), keep_dims=False)
-    zero = ops.convert_like(ops.constant(np.float32(0.0)), precise)
-    finite_frames = ops.reduce_logical_and(ops.is_finite(precise), _i64([2]), keep_dims=False)
-    nonfinite = ops.logical_and(active, ops.logical_not(finite_frames))
-    nonfinite_count = ops.reduce_sum(ops.convert(nonfinite, "i64"), _i64([0]), keep_dims=False)
-    log_probs = ops.log_softmax(precise, 2)
-
-    dims = ops.shape_of(inputs, "i64")
-    classes = ops.gather(dims, _i64(2), _i64(0))
-    blank = ops.subtract(classes, _i64(1))
-    targets, target_lengths = processed_targets(labels, blank, preprocess_collapse_repeated)
-
-    # Kernel inputs, batch-major (G2, G3 dummies): a dummy sample is frame 0 with target (0); only
-    # when there is no frame (T = 0) or no class other than the blank (C = 1) is a frame or class
-    # of log-probability DUMMY_LOG_PROB appended (the dummy class is then the new class C = 1).
-    batch_major = ops.transpose(log_probs, _i64([1, 0, 2]))
-    dummy = ops.convert_like(ops.constant(np.float32(DUMMY_LOG_PROB)), precise)
+    """The native kernel on batch-major log-probabilities: ``usable`` samples get their targets,
+    the others the dummy (G2, G3, G5; the dummy is frame 0 and class 0, or an appended frame of
+    log-probability -1e4 when T = 0 and appended classes, the dummy being class 1, when C < 2)."""
+    dims = ops.shape_of(log_probs, "i64")
+    classes = ops.gather(dims, _i64([2]), _i64(0))
     extra_frame = ops.convert(ops.equal(ops.gather(dims, _i64([0]), _i64(0)), _i64([0])), "i64")
-    extra_class = ops.convert(ops.equal(ops.gather(dims, _i64([2]), _i64(0)), _i64([1])), "i64")
+    extra_class = ops.maximum(ops.subtract(_i64([2]), classes), _i64([0]))
     padded = ops.pad(
-        batch_major, _i64([0, 0, 0]), ops.concat([_i64([0]), extra_frame, extra_class], 0), "constant", dummy
+        ops.transpose(log_probs, _i64([1, 0, 2])),
+        _i64([0, 0, 0]),
+        ops.concat([_i64([0]), extra_frame, extra_class], 0),
+        "constant",
+        ops.convert_like(_f32(DUMMY_LOG_PROB), log_probs),
     )
-    usable = ops.logical_and(ops.greater(target_lengths, _i64(0)), ops.less_equal(target_lengths, frame_counts))
-    one = _i64(1)
+    blank = ops.squeeze(ops.maximum(ops.subtract(classes, _i64([1])), _i64([0])), _i64([0]))
+    dummy_class = ops.squeeze(ops.minimum(extra_class, _i64([1])), _i64([0]))
     kernel_targets = ops.select(
         ops.unsqueeze(usable, _i64([1])),
         ops.pad(targets, _i64([0, 0]), ops.concat([_i64([0]), extra_frame], 0), "constant", blank),
-        ops.squeeze(extra_class, _i64([0])),
+        dummy_class,
     )
-    kernel = ops.ctc_loss(
+    one = _i64(1)
+    return ops.ctc_loss(
         padded,
         ops.select(usable, frame_counts, one),
         kernel_targets,
@@ -114,12 +177,50 @@ def lower(
         unique=False,
     )
 
-    # Empty targets: the all-blank path (4.4); too long: +inf (4.4); non-finite frames: NaN.
-    blank_log_probs = ops.squeeze(ops.gather(log_probs, ops.unsqueeze(blank, _i64([0])), _i64(2)), _i64([2]))
-    all_blank = ops.negative(ops.reduce_sum(ops.select(active, blank_log_probs, zero), _i64([0]), keep_dims=False))
-    infinity = ops.convert_like(ops.constant(np.float32(np.inf)), precise)
-    nan = ops.convert_like(ops.constant(np.float32(np.nan)), precise)
-    special = ops.select(ops.equal(target_lengths, _i64(0)), all_blank, infinity)
-    loss = ops.select(usable, kernel, special)
-    loss = ops.select(ops.greater(nonfinite_count, _i64(0)), nan, loss)
+
+def _read_out(
+    precise: ov.Output,
+    log_probs: ov.Output,
+    active: ov.Output,
+    target_lengths: ov.Output,
+    usable: ov.Output,
+    kernel: ov.Output,
+    faults: ov.Output,
+) -> ov.Node:
+    """The loss [N]: the kernel's for usable samples; the all-blank loss for empty targets, +inf
+    for targets longer than their frames (4.4); NaN for non-finite active frames (G4) and faults
+    (G5, G6); +0.0, never -0.0."""
+    zero = ops.convert_like(_f32(0.0), precise)
+    finite_frames = ops.reduce_logical_and(ops.is_finite(precise), _i64([2]), keep_dims=False)
+    nonfinite = ops.reduce_logical_or(ops.logical_and(active, ops.logical_not(finite_frames)), _i64([0]), False)
+    last_class = ops.slice(log_probs, _i64([-1]), _i64([np.iinfo(np.int32).max]), _i64([1]), _i64([2]))
+    blank_log_probs = ops.reduce_sum(last_class, _i64([2]), keep_dims=False)  # 0 when C = 0
+    blank_sums = ops.reduce_sum(ops.select(active, blank_log_probs, zero), _i64([0]), keep_dims=False)
+    all_blank = ops.subtract(zero, blank_sums)
+    infinity = ops.convert_like(_f32(np.inf), precise)
+    loss = ops.select(usable, kernel, ops.select(ops.equal(target_lengths, _i64(0)), all_blank, infinity))
+    loss = ops.select(ops.equal(loss, zero), zero, loss)
+    return ops.select(ops.logical_or(nonfinite, faults), ops.convert_like(_f32(np.nan), precise), loss)
+
+
+def lower(
+    inputs: ov.Output,
+    sequence_mask: ov.Output,
+    labels: ov.Output,
+    *,
+    preprocess_collapse_repeated: bool,
+    merge_repeated: bool,
+) -> ov.Node:
+    """The [N] loss of the spec's time-major CTCLoss-4, built from stock OpenVINO operators; on
+    input that breaks a rule, NaN for the samples that break it (spec 11.5)."""
+    precise = inputs if inputs.get_element_type() in (ov.Type.f32, ov.Type.f64) else ops.convert(inputs, "f32")
+    active, values, faults = sample_faults(inputs, sequence_mask, labels)
+    classes = ops.gather(ops.shape_of(inputs, "i64"), _i64(2), _i64(0))
+    blank = ops.maximum(ops.subtract(classes, _i64(1)), _i64(0))  # C - 1 (0 for C = 0, all NaN then)
+    targets, target_lengths = processed_targets(values, blank, preprocess_collapse_repeated)
+    frame_counts = ops.reduce_sum(ops.convert(active, "i64"), _i64([0]), keep_dims=False)
+    usable = ops.logical_and(ops.greater(target_lengths, _i64(0)), ops.less_equal(target_lengths, frame_counts))
+    log_probs = ops.log_softmax(precise, 2)
+    kernel = _kernel_loss(log_probs, frame_counts, targets, target_lengths, usable, merge_repeated)
+    loss = _read_out(precise, log_probs, active, target_lengths, usable, kernel, faults)
     return ops.convert_like(loss, inputs)
