@@ -1,0 +1,136 @@
+"""Child process of tests/test_fuzz_graphs.py: one exported graph in one runtime, crash-isolated.
+
+    python tests/fuzz_worker.py RUNTIME FOLDER
+
+reads one path of an ``.npz`` per line on stdin (``inputs``, ``sequence_mask``, ``labels`` and the
+attributes as 0-d bools), writes that path to ``FOLDER/current`` before running it (so that a parent
+whose child died knows the input that killed it), runs ctcop's exported graph for the inputs'
+element types and attributes, writes the loss to ``PATH.out.npy`` and answers one JSON line:
+``{"ok": true}`` or ``{"error": "Type: the message on one line"}``. Models are built with fully
+dynamic dimensions (``dims=(None, None, None)``), so that mask and labels shapes may disagree with
+the logits, and cached per element types and attributes.
+
+Runtimes: ``onnxruntime`` and ``onnx-reference`` (ctcop.onnx.onnx_model), ``openvino-onnx`` (the
+same model read by OpenVINO with ctcop.openvino_extensions()), ``openvino-ir`` (ir_model(), stock
+OpenVINO) and ``openvino-custom`` (ir_model(form="custom") with the extensions).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+ATTRIBUTES = ("preprocess_collapse_repeated", "merge_repeated")
+DIMS = (None, None, None)
+Key = tuple[str, str, str, bool, bool]
+
+
+def _options(key: Key) -> dict[str, Any]:
+    dtype, mask_dtype, labels_dtype, collapse, merge = key
+    return {
+        "dtype": dtype,
+        "mask_dtype": mask_dtype,
+        "labels_dtype": labels_dtype,
+        "dims": DIMS,
+        "attributes": dict(zip(ATTRIBUTES, (collapse, merge), strict=True)),
+    }
+
+
+def _onnx_bytes(key: Key) -> bytes:
+    from ctcop.onnx import onnx_model
+
+    return bytes(onnx_model(**_options(key)).SerializeToString())
+
+
+def _core(extensions: bool) -> Any:
+    import openvino
+
+    import ctcop
+
+    core = openvino.Core()
+    if extensions:
+        for extension in ctcop.openvino_extensions():
+            core.add_extension(extension)
+    return core
+
+
+def _compiled(core: Any, write: Any, name: str) -> Any:
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, name)
+        write(path)
+        return core.compile_model(core.read_model(path), "CPU")
+
+
+@cache
+def _model(runtime: str, key: Key) -> Any:
+    """A callable (inputs, mask, labels) -> loss for ``runtime``."""
+    if runtime == "onnxruntime":
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        session = onnxruntime.InferenceSession(_onnx_bytes(key), options, providers=["CPUExecutionProvider"])
+        return lambda x, m, y: session.run(None, {"inputs": x, "sequence_mask": m, "labels": y})[0]
+    if runtime == "onnx-reference":
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(_onnx_bytes(key))
+        return lambda x, m, y: evaluator.run(None, {"inputs": x, "sequence_mask": m, "labels": y})[0]
+    if runtime == "openvino-onnx":
+
+        def write_onnx(path: str) -> None:
+            with open(path, "wb") as file:
+                file.write(_onnx_bytes(key))
+
+        compiled = _compiled(_core(True), write_onnx, "ctc.onnx")
+    else:
+        from ctcop.openvino import ir_model, save_ir
+
+        form = {"openvino-ir": "lowered", "openvino-custom": "custom"}[runtime]
+        model = ir_model(form=form, **_options(key))
+        compiled = _compiled(_core(form == "custom"), lambda path: save_ir(model, path), "ctc.xml")
+    return lambda x, m, y: compiled([x, m, y])[0]
+
+
+def evaluate(runtime: str, path: str) -> np.ndarray:
+    with np.load(path) as data:
+        inputs, mask, labels = data["inputs"], data["sequence_mask"], data["labels"]
+        key = (inputs.dtype.name, mask.dtype.name, labels.dtype.name, *(bool(data[name]) for name in ATTRIBUTES))
+    with np.errstate(all="ignore"):
+        return np.array(_model(runtime, key)(inputs, mask, labels), copy=True)
+
+
+def _mark(folder: str, path: str) -> None:
+    current = os.path.join(folder, "current")
+    with open(current + ".tmp", "w") as file:
+        file.write(path)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(current + ".tmp", current)
+
+
+def main(runtime: str, folder: str) -> None:
+    for line in sys.stdin:
+        path = line.strip()
+        if not path:
+            continue
+        _mark(folder, path)
+        try:
+            np.save(path + ".out.npy", evaluate(runtime, path))
+            answer: dict[str, Any] = {"ok": True}
+        except Exception as error:  # the graph raising is a finding, reported to the parent
+            text = " | ".join(line.strip() for line in str(error).splitlines() if line.strip())
+            answer = {"error": f"{type(error).__name__}: {text[:600]}"}
+        print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
