@@ -1,19 +1,212 @@
-"""The ``ctcop`` command line. Invalid input ends in one line on stderr and exit code 2."""
+"""The ``ctcop`` command line.
+
+Error policy: every refusal, argparse's usage errors included, is exactly one line on stderr and
+exit code 2, before any work is done: output paths are checked first (not empty, not a directory
+or other non-regular file, in an existing folder that a file can be created in), then input files
+(regular files within the size limits), numbers (ASCII digits within bounds) and names; an option
+that the chosen command would ignore is refused. A bug of ctcop is one line ``internal error``
+and exit 3. SIGINT and SIGTERM end the command with one line on stderr and exit 130 / 143;
+``conformance`` and ``eval`` first write a JSON report of what finished, marked incomplete. Every
+JSON report is written atomically (a temporary file in the same folder, then renamed).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import re
+import signal
 import sys
-from collections.abc import Sequence
-from typing import Any
+import tempfile
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any, NoReturn
 
 from . import __version__
 from .attributes import Attributes
 from .errors import InvalidInputError
 from .examples import worked_examples
+from .options import atomic_output, checked_input_file
 from .reference import ctc_loss
 from .schema import form
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+MAX_SEED = 2**32 - 1
+MAX_DETAILS = 1_000_000
+_DIGITS = re.compile(r"[0-9]{1,30}")
+_NUMBER = re.compile(r"-?[0-9]{1,30}")
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_DEVICE = re.compile(r"[A-Za-z0-9_.:,()-]{1,128}")
+_RUNTIME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; ``report`` is the partial report written, if any."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        self.report: str | None = None
+
+
+_RECEIVED: list[int] = []  # the signal that interrupted this run, once one has
+
+
+def _on_signal(signum: int, _: FrameType | None) -> None:
+    # Later signals are ignored: the command is already stopping its workers and writing its report.
+    for other in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(other, signal.SIG_IGN)
+    _RECEIVED.append(signum)
+    raise Interrupted(signum)
+
+
+def interruption(error: BaseException) -> Interrupted | None:
+    """The interruption behind ``error``: itself, or the signal received when a library turned the
+    exception raised in its callback into its own (OpenVINO wraps it in a RuntimeError, which
+    ctcop may have turned into an InvalidInputError); None when there was no signal."""
+    if isinstance(error, Interrupted):
+        return error
+    return Interrupted(_RECEIVED[0]) if _RECEIVED else None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's usage errors as one line (no usage block), exit 2; ``--help`` is unchanged."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"ctcop: invalid usage: {self.prog}: {_one_line(message)} (see {self.prog} --help)\n")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+# Strict argument types: ASCII digits within bounds, names without control characters.
+
+
+def _integer(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not _DIGITS.fullmatch(text) or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number in [{low}, {high}] (ASCII digits)")
+        return int(text)
+
+    return parse
+
+
+def _pattern(what: str, pattern: re.Pattern[str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if not pattern.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {what}")
+        return text
+
+    return parse
+
+
+def _text(what: str) -> Callable[[str], str]:
+    """A non-empty name or glob of printable characters, at most 4096 of them."""
+
+    def parse(text: str) -> str:
+        if not text or len(text) > 4096 or not text.isprintable():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {what} (non-empty, printable)")
+        return text
+
+    return parse
+
+
+def _runtime_names(text: str) -> list[str]:
+    names = text.split(",")
+    if not all(_RUNTIME.fullmatch(name) for name in names):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of runtime names")
+    return names
+
+
+def _dims(text: str) -> tuple[int | str, ...]:
+    """``T,N,C``: each an integer (ASCII digits; bounds checked by the exporter options) or an ASCII name."""
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) != 3:
+        raise InvalidInputError("dims", f"{text!r} must give T,N,C (three comma-separated values)")
+    dims: list[int | str] = []
+    for symbol, part in zip("TNC", parts, strict=True):
+        if _NUMBER.fullmatch(part):
+            dims.append(int(part))
+        elif _SYMBOL.fullmatch(part):
+            dims.append(part)
+        else:
+            raise InvalidInputError("dims", f"{symbol} = {part!r} is neither a number (ASCII digits) nor a name")
+    return tuple(dims)
+
+
+# Output paths and reports.
+
+
+def _refuse(what: str, rule: str) -> NoReturn:
+    raise InvalidInputError(what, rule)
+
+
+def _probe_folder(folder: str, what: str) -> None:
+    """Refuse unless a file can be created in ``folder`` (tried, not guessed: root passes access checks)."""
+    try:
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".ctcop-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        _refuse(what, f"cannot create a file in {folder!r}: {error.strerror}")
+
+
+def checked_output(path: str, what: str, suffix: str = "") -> None:
+    """Refuse an output path ctcop could not write, before any work: empty, a directory or other
+    non-regular file, in a missing or unwritable folder, or without the required ``suffix``."""
+    if not path or "\0" in path:
+        _refuse(what, f"{path!r} is not a file path")
+    if suffix and not path.endswith(suffix):
+        _refuse(what, f"{path!r} must end in {suffix}")
+    others = [path[: -len(suffix)] + ".bin"] if suffix == ".xml" else []
+    for target in (path, *others):
+        if os.path.isdir(target):
+            _refuse(what, f"{target!r} is a directory")
+        if os.path.lexists(target) and not os.path.isfile(target):
+            _refuse(what, f"{target!r} exists and is not a regular file")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        _refuse(what, f"the folder of {path!r} does not exist")
+    _probe_folder(folder, what)
+
+
+def checked_output_folder(path: str, what: str) -> None:
+    """Refuse a folder ctcop could not create or write files in."""
+    if not path or "\0" in path:
+        _refuse(what, f"{path!r} is not a folder path")
+    existing = os.path.abspath(path)
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        _refuse(what, f"{existing!r} exists and is not a folder")
+    _probe_folder(existing, what)
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` by way of a temporary file in its folder and a rename, so that a
+    reader (or an interruption) never sees half a report."""
+    try:
+        with atomic_output(path) as temporary, open(temporary, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as error:
+        _refuse("json", f"cannot write {path!r}: {error.strerror or error}")
+
+
+def _refuse_ignored(args: argparse.Namespace, options: Sequence[str], why: str) -> None:
+    """Refuse each of ``options`` that was given: the command would ignore it ``why``."""
+    for option in options:
+        if getattr(args, option) not in (None, False):
+            raise InvalidInputError(option, f"--{option.replace('_', '-')} is ignored {why}: leave it out")
+
+
+# Commands.
 
 
 def _example(_: argparse.Namespace) -> int:
@@ -25,76 +218,119 @@ def _example(_: argparse.Namespace) -> int:
     return 0
 
 
-def _dims(text: str) -> tuple[int | str, ...]:
-    return tuple(int(part) if part.strip().lstrip("-").isdigit() else part.strip() for part in text.split(","))
-
-
 def _attributes(args: argparse.Namespace) -> Attributes:
     return Attributes.of({name: getattr(args, name) for name in form("time_major").attributes})
 
 
-def _export(args: argparse.Namespace) -> int:
-    """Write the op, or a model with the op attached, as ONNX or OpenVINO IR."""
+def _export_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The exporter's keyword arguments, after refusing what this combination would ignore."""
+    checked_output(args.output, "output", ".xml" if args.format == "ir" else "")
+    if args.format == "onnx":
+        _refuse_ignored(args, ["form"], "with --format onnx (it chooses between IR forms)")
+    else:
+        _refuse_ignored(args, ["opset"], "with --format ir (it is the ONNX opset)")
+    if args.attach:
+        _refuse_ignored(args, ["dtype", "dims"], "with --attach: it comes from the model's logits output")
+        checked_input_file(args.attach, "model")
+    else:
+        _refuse_ignored(args, ["logits_output"], "without --attach")
     common: dict[str, Any] = {
         "mask_dtype": args.mask_dtype,
         "labels_dtype": args.labels_dtype,
         "attributes": _attributes(args),
     }
-    if args.attach:
-        for option, value in (("dtype", args.dtype), ("dims", args.dims)):
-            if value is not None:
-                raise InvalidInputError(option, "with --attach it comes from the model's logits output")
-    else:
+    if not args.attach:
         common |= {"dtype": args.dtype or "float32", "dims": _dims(args.dims or "T,N,C")}
+    return common
+
+
+def _export(args: argparse.Namespace) -> int:
+    """Write the op, or a model with the op attached, as ONNX or OpenVINO IR."""
+    common = _export_options(args)
+    logits = args.logits_output or "logits"
     if args.format == "onnx":
         from . import onnx as wing
 
+        opset = wing.MIN_OPSET if args.opset is None else args.opset
         if args.attach:
-            model = wing.attach_onnx(wing.load_onnx(args.attach), args.logits_output, opset=args.opset, **common)
+            model = wing.attach_onnx(wing.load_onnx(args.attach), logits, opset=opset, **common)
         else:
-            model = wing.onnx_model(opset=args.opset, **common)
+            model = wing.onnx_model(opset=opset, **common)
         wing.save_onnx(model, args.output)
     else:
         from . import openvino as ov_wing
 
+        ir_form = args.form or "lowered"
         if args.attach:
-            logits: str | int = int(args.logits_output) if args.logits_output.isdigit() else args.logits_output
-            model = ov_wing.attach_openvino(ov_wing.load_ir(args.attach), logits, form=args.form, **common)
+            model = ov_wing.attach_openvino(ov_wing.load_ir(args.attach), logits, form=ir_form, **common)
         else:
-            model = ov_wing.ir_model(form=args.form, **common)
+            model = ov_wing.ir_model(form=ir_form, **common)
         ov_wing.save_ir(model, args.output)
     print(f"wrote {args.output}")
     return 0
 
 
-def _conformance(args: argparse.Namespace) -> int:
-    """Measure the installed runtimes against the reference on the bundled corpus."""
+def _conformance_checked(args: argparse.Namespace) -> None:
+    if args.write_corpus is not None:
+        _refuse_ignored(args, ["runtimes", "cases", "details", "json", "strict"], "with --write-corpus")
+        checked_output_folder(args.write_corpus, "write_corpus")
+    if args.json is not None:
+        checked_output(args.json, "json")
+
+
+def _run_suite(args: argparse.Namespace, state: dict[str, Any]) -> list[Any]:
+    """Run the chosen runtimes; ``state`` holds the reports, the chosen runtimes and the case count
+    as they become known, so that an interruption can report what finished."""
     from .conformance import report, runner
 
-    if args.write_corpus:
+    pattern = "*" if args.cases is None else args.cases
+    available = runner.available_runtimes()
+    chosen = args.runtimes or available
+    unknown = [name for name in chosen if name not in available]
+    if unknown:
+        raise InvalidInputError(
+            "runtimes", f"unknown or not installed: {', '.join(unknown)}; have {', '.join(available)}"
+        )
+    total = len(runner.corpus(pattern))
+    if total == 0:
+        raise InvalidInputError("cases", f"{pattern!r} matches no case of the corpus")
+    state |= {"chosen": chosen, "total": total}
+    for name in chosen:
+        state["reports"].append(report.RuntimeReport(name))
+        runner.run_runtime(name, pattern, into=state["reports"][-1])
+    return list(state["reports"])
+
+
+def _conformance(args: argparse.Namespace) -> int:
+    """Measure the installed runtimes against the reference on the bundled corpus."""
+    _conformance_checked(args)
+    from .conformance import report, runner
+
+    if args.write_corpus is not None:
         try:
             count = runner.write_corpus(args.write_corpus)
         except OSError as error:
             raise InvalidInputError("write_corpus", f"cannot write {args.write_corpus!r}: {error.strerror}") from None
         print(f"wrote {count} cases to {args.write_corpus}")
         return 0
-    available = runner.available_runtimes()
-    chosen = args.runtimes.split(",") if args.runtimes else available
-    unknown = [name for name in chosen if name not in available]
-    if unknown:
-        raise InvalidInputError(
-            "runtimes", f"unknown or not installed: {', '.join(unknown)}; have {', '.join(available)}"
-        )
-    total = len(runner.corpus(args.cases))
-    if total == 0:
-        raise InvalidInputError("cases", f"{args.cases!r} matches no case of the corpus")
-    reports = [runner.run_runtime(name, args.cases) for name in chosen]
-    print(report.format_report(reports, total, details=args.details))
+    details = 5 if args.details is None else args.details
+    state: dict[str, Any] = {"reports": [], "chosen": [], "total": 0}
+    try:
+        reports = _run_suite(args, state)
+    except BaseException as error:
+        interrupted = interruption(error)
+        if interrupted is None:
+            raise
+        print(report.format_report(state["reports"], state["total"], details=details))
+        if args.json:
+            document = report.document(state["reports"], state["chosen"], state["total"], interrupted.name)
+            write_atomically(args.json, document)
+            interrupted.report = args.json
+        raise interrupted from None
+    print(report.format_report(reports, state["total"], details=details))
     if args.json:
-        document = {r.runtime: r.outcomes for r in reports}
-        with open(args.json, "w", encoding="utf-8") as file:
-            json.dump(document, file, indent=1)
-    failing = [r.runtime for r in reports if r.count("pass") != total]
+        write_atomically(args.json, report.document(reports, state["chosen"], state["total"], None))
+    failing = [r.runtime for r in reports if r.count("pass") != state["total"]]
     return 1 if args.strict and failing else 0
 
 
@@ -120,28 +356,66 @@ def _selected_layers(opened: Any, names: list[str] | None) -> list[Any]:
     return [known[name] for name in names]
 
 
-def _eval(args: argparse.Namespace) -> int:
-    """Evaluate every CTCLoss layer of a user's model by the reference and by the runtime."""
-    from .layers import evaluate, feeds, files, model, report
+def _eval_checked(args: argparse.Namespace) -> None:
+    if args.json is not None:
+        checked_output(args.json, "json")
+    if args.inputs is not None:
+        _refuse_ignored(args, ["seed"], "with --inputs (it seeds the random inputs drawn without it)")
+        checked_input_file(args.inputs, "inputs")
+    if args.runtime == "onnxruntime":
+        _refuse_ignored(args, ["device"], "with --runtime onnxruntime (it is an OpenVINO device)")
+
+
+def _evaluate(args: argparse.Namespace, state: dict[str, Any]) -> list[Any]:
+    """Open the model, draw or check its inputs and evaluate its layers; ``state`` holds the
+    runtime and the results as they become known, so that an interruption can report them."""
+    from .layers import evaluate, feeds, files, model
 
     opened = model.open_model(args.model)
     layers = _selected_layers(opened, args.layer)
     runtime = args.runtime or ("openvino" if opened.file.kind == "ir" else "onnxruntime")
     if runtime == "onnxruntime" and opened.file.kind == "ir":
         raise InvalidInputError("runtime", "onnxruntime runs ONNX files only; an IR runs on openvino")
+    state["runtime"] = runtime
+    if runtime == "openvino":
+        from .openvino.files import checked_device
+
+        checked_device(state["device"])
     if args.inputs:
         chosen = feeds.checked_feeds(files.load_inputs(args.inputs), opened.inputs)
     else:
-        chosen = feeds.random_feeds(opened.inputs, list(opened.layers), args.seed)
-    results = evaluate.evaluate_layers(args.model, opened.file.kind, layers, chosen, runtime, args.device)
+        chosen = feeds.random_feeds(opened.inputs, list(opened.layers), 0 if args.seed is None else args.seed)
+    kind, device = opened.file.kind, state["device"]
+    evaluate.evaluate_layers(args.model, kind, layers, chosen, runtime, device, into=state["results"])
+    return list(state["results"])
+
+
+def _eval(args: argparse.Namespace) -> int:
+    """Evaluate every CTCLoss layer of a user's model by the reference and by the runtime."""
+    _eval_checked(args)
+    from .layers import report
+
+    state: dict[str, Any] = {"runtime": args.runtime or "", "device": args.device or "CPU", "results": []}
+
+    def document(results: list[Any], interrupted_by: str | None) -> str:
+        versions = _versions()
+        return report.document(
+            args.model, state["runtime"], state["device"], versions, results, interrupted_by=interrupted_by
+        )
+
+    try:
+        results = _evaluate(args, state)
+    except BaseException as error:
+        interrupted = interruption(error)
+        if interrupted is None:
+            raise
+        if args.json:
+            write_atomically(args.json, document(state["results"], interrupted.name))
+            interrupted.report = args.json
+        raise interrupted from None
     print(report.format_table(results))
     if args.json:
-        text = report.document(args.model, runtime, args.device, _versions(), results)
-        try:
-            with open(args.json, "w", encoding="utf-8") as file:
-                file.write(text)
-        except OSError as error:
-            raise InvalidInputError("json", f"cannot write {args.json!r}: {error.strerror}") from None
+        write_atomically(args.json, document(results, None))
     return 0 if all(result.verdict == "agree" for result in results) else 1
 
 
@@ -167,6 +441,9 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+# The parser.
+
+
 def _attribute_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per attribute of the spec's form, each flipping the schema's default."""
     for name, default in form("time_major").attributes.items():
@@ -177,17 +454,12 @@ def _attribute_flags(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(f"--{flag}", dest=name, action="store_true", help=f"{name} = true")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ctcop", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"ctcop {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    example = commands.add_parser("example", help="evaluate the spec's worked examples")
-    example.set_defaults(run=_example)
-
-    suite = commands.add_parser("conformance", help="measure installed runtimes against the reference")
-    suite.add_argument("--runtimes", help="comma-separated adapters (default: all installed)")
-    suite.add_argument("--cases", default="*", help="glob over case names, e.g. 'empty_*/float32' (default: all)")
-    suite.add_argument("--details", type=int, default=5, help="problems listed per runtime")
+def _conformance_parser(suite: argparse.ArgumentParser) -> None:
+    suite.add_argument("--runtimes", type=_runtime_names, help="comma-separated adapters (default: all installed)")
+    suite.add_argument(
+        "--cases", type=_text("case glob"), help="glob over case names, e.g. 'empty_*/float32' (default: all)"
+    )
+    suite.add_argument("--details", type=_integer(0, MAX_DETAILS), help="problems listed per runtime (default 5)")
     suite.add_argument("--json", help="write every case's outcome to this file")
     suite.add_argument("--strict", action="store_true", help="exit 1 when any runtime has a problem")
     suite.add_argument(
@@ -195,48 +467,105 @@ def build_parser() -> argparse.ArgumentParser:
     )
     suite.set_defaults(run=_conformance)
 
-    exporter = commands.add_parser("export", help="write CTCLoss-4 as ONNX or OpenVINO IR, or attach it to a model")
+
+def _export_parser(exporter: argparse.ArgumentParser) -> None:
     exporter.add_argument("--format", choices=["onnx", "ir"], default="onnx")
-    exporter.add_argument(
-        "--form", choices=["lowered", "custom"], default="lowered", help="IR only: stock ops or one layer"
-    )
-    exporter.add_argument("-o", "--output", required=True, help="file to write")
+    exporter.add_argument("--form", choices=["lowered", "custom"], help="IR only: stock ops (default) or one layer")
+    exporter.add_argument("-o", "--output", required=True, help="file to write (.xml for IR)")
     exporter.add_argument("--dtype", help="logits element type: float16, float32 (default), float64")
     exporter.add_argument("--mask-dtype", default="int32")
     exporter.add_argument("--labels-dtype", default="int64")
     exporter.add_argument("--dims", help="T,N,C: each a number or a symbolic name (default T,N,C)")
     _attribute_flags(exporter)
-    exporter.add_argument("--opset", type=int, default=18, help="ONNX only")
+    exporter.add_argument("--opset", type=_integer(0, 10**6), help="ONNX only (default 18)")
     exporter.add_argument("--attach", metavar="MODEL", help="add the loss to this model instead")
-    exporter.add_argument("--logits-output", default="logits", help="with --attach: the [T,N,C] output (name or index)")
+    exporter.add_argument(
+        "--logits-output", type=_text("output name"), help="with --attach: the [T,N,C] output, name or index"
+    )
     exporter.set_defaults(run=_export)
 
-    evaluator = commands.add_parser("eval", help="what the CTCLoss layers of an IR/ONNX file compute, and the runtime")
+
+def _eval_parser(evaluator: argparse.ArgumentParser) -> None:
     evaluator.add_argument("model", help="an IR .xml (its .bin beside it) or an .onnx file")
     evaluator.add_argument("--inputs", metavar="FILE.npz", help="the model's inputs, keyed by input name")
-    evaluator.add_argument("--seed", type=int, default=0, help="seed of the random inputs (without --inputs)")
-    evaluator.add_argument("--layer", action="append", help="only this layer (repeatable)")
+    evaluator.add_argument(
+        "--seed", type=_integer(0, MAX_SEED), help="seed of the random inputs (without --inputs; default 0)"
+    )
+    evaluator.add_argument("--layer", action="append", type=_text("layer name"), help="only this layer (repeatable)")
     evaluator.add_argument(
         "--runtime", choices=["openvino", "onnxruntime"], help="default: openvino for IR, onnxruntime for ONNX"
     )
-    evaluator.add_argument("--device", default="CPU", help="OpenVINO device (default CPU)")
+    evaluator.add_argument("--device", type=_pattern("OpenVINO device", _DEVICE), help="OpenVINO device (default CPU)")
     evaluator.add_argument("--json", help="write the results to this file")
     evaluator.set_defaults(run=_eval)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ctcop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"ctcop {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    example = commands.add_parser("example", help="evaluate the spec's worked examples")
+    example.set_defaults(run=_example)
+    _conformance_parser(commands.add_parser("conformance", help="measure installed runtimes against the reference"))
+    _export_parser(
+        commands.add_parser("export", help="write CTCLoss-4 as ONNX or OpenVINO IR, or attach it to a model")
+    )
+    _eval_parser(
+        commands.add_parser("eval", help="what the CTCLoss layers of an IR/ONNX file compute, and the runtime")
+    )
     checker = commands.add_parser("validate", help="list and statically check the CTCLoss layers of an IR/ONNX file")
     checker.add_argument("model", help="an IR .xml (its .bin beside it) or an .onnx file")
     checker.set_defaults(run=_validate)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _failure(error: BaseException) -> int:
+    """One line on stderr for ``error`` and the exit code; an interruption comes first, whatever
+    a library turned it into."""
+    interrupted = interruption(error)
+    if interrupted is not None:
+        where = f"partial report in {interrupted.report}" if interrupted.report else "no report written"
+        print(f"ctcop: interrupted by {interrupted.name}; {where}", file=sys.stderr)
+        return 128 + interrupted.signum
+    if isinstance(error, SystemExit):  # --help, --version and usage errors (already printed)
+        return error.code if isinstance(error.code, int) else (0 if error.code is None else EXIT_USAGE)
+    if isinstance(error, InvalidInputError):
+        print(f"ctcop: invalid input: {_one_line(str(error))}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(error, OSError):  # the file system refused something after the checks (disk full, ...)
+        print(f"ctcop: {_one_line(str(error)) or type(error).__name__}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(error, Exception):  # a bug of ctcop: still one line
+        print(f"ctcop: internal error: {type(error).__name__}: {_first_line(str(error))}", file=sys.stderr)
+        return EXIT_INTERNAL
+    raise error
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    """Parse and run; every failure mode becomes one line on stderr and an exit code."""
     try:
-        code: int = args.run(args)
-    except InvalidInputError as error:
-        print(f"ctcop: invalid input: {error}", file=sys.stderr)
-        return 2
-    return code
+        args = build_parser().parse_args(argv)
+        return int(args.run(args))
+    except BaseException as error:
+        return _failure(error)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``ctcop`` entry point: SIGINT and SIGTERM raise :class:`Interrupted` while it runs."""
+    signals = (signal.SIGINT, signal.SIGTERM)
+    _RECEIVED.clear()
+    previous = {signum: signal.signal(signum, _on_signal) for signum in signals}
+    try:
+        sys.stdout.flush()
+        code = _run(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:  # stdout closed early (``ctcop example | head -1``)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

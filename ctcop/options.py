@@ -6,9 +6,11 @@ Core module: the ONNX and OpenVINO wings translate these into their own type cod
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,3 +103,29 @@ def checked_input_file(path: str, what: str, limit: int = MAX_FILE_BYTES) -> int
     if status.st_size > limit:
         raise InvalidInputError(what, f"{path!r} is {status.st_size} bytes, over the limit of {limit}")
     return status.st_size
+
+
+@contextlib.contextmanager
+def atomic_output(path: str, extension: str = ".tmp", companions: tuple[str, ...] = ()) -> Iterator[str]:
+    """A temporary path in the folder of ``path``, ending in ``extension``, for the block to write;
+    when the block ends without an exception it is renamed onto ``path`` (and each temporary
+    ``stem + companion``, e.g. an IR's ``.bin``, onto ``path``'s stem + companion, first), else
+    removed. A reader, a crash or an interruption never sees half a file. The file gets the
+    permissions of a plain ``open``."""
+    target = os.path.realpath(path)
+    folder, name = os.path.split(target)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=extension)
+    os.close(handle)
+    stem, final_stem = temporary[: -len(extension)], target.removesuffix(extension)
+    pairs = [*((stem + c, final_stem + c) for c in companions), (temporary, target)]
+    try:
+        yield temporary
+        mask = os.umask(0)
+        os.umask(mask)
+        for written, final in pairs:
+            os.chmod(written, 0o666 & ~mask)
+            os.replace(written, final)
+    finally:
+        for written, _ in pairs:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(written)

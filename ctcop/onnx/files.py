@@ -13,7 +13,7 @@ import onnx
 from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
 from ..errors import InvalidInputError
-from ..options import MAX_TENSOR_BYTES, checked_input_file
+from ..options import MAX_TENSOR_BYTES, atomic_output, checked_input_file
 
 
 def check_external_data(model: onnx.ModelProto, path: str) -> None:
@@ -64,9 +64,11 @@ def load_onnx(path: str) -> onnx.ModelProto:
 
 
 def save_onnx(model: onnx.ModelProto, path: str) -> None:
-    """Write ``model``; an unwritable path is an :class:`InvalidInputError`."""
+    """Write ``model`` atomically (a temporary file in the same folder, then a rename); an
+    unwritable path is an :class:`InvalidInputError`."""
     try:
-        onnx.save(model, path)
+        with atomic_output(path) as temporary:
+            onnx.save(model, temporary)
     except (OSError, ValueError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
         raise InvalidInputError("output", f"cannot write {path!r}: {reason}") from None

@@ -13,7 +13,7 @@ from typing import Any
 import openvino
 
 from ..errors import InvalidInputError
-from ..options import checked_input_file
+from ..options import atomic_output, checked_input_file
 from .extensions import openvino_extensions
 
 # Lines of an OpenVINO exception that say where, not what: "Exception from src/...:84:",
@@ -22,11 +22,30 @@ _WHERE = re.compile(r"^(Exception from |Check '.*' failed at )|:$")
 
 
 def error_line(error: BaseException) -> str:
-    """The first line of an OpenVINO exception's message that says what went wrong (its messages
-    span several lines: where it was raised, which check failed, then the reason)."""
+    """An OpenVINO exception's message in one line: the lines that say what went wrong, joined
+    (its messages span several lines: where it was raised, which check failed, then the reason,
+    sometimes in two steps such as "Converting input model" and the actual fault)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     meaningful = [line for line in lines if not _WHERE.search(line)]
-    return (meaningful or lines or [type(error).__name__])[0]
+    text = "; ".join(meaningful or lines[:1]) or type(error).__name__
+    return text if len(text) <= 400 else text[:399] + "\u2026"
+
+
+VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
+
+
+def checked_device(device: str) -> str:
+    """``device`` when OpenVINO has it here: one of ``available_devices`` (``GPU.1`` or ``GPU``),
+    or a virtual device (``AUTO``, ``HETERO:GPU,CPU``, ``BATCH:GPU(4)``) over such devices."""
+    available = list(openvino_core().available_devices)
+    known = set(available) | {name.split(".")[0] for name in available}
+    head, colon, rest = device.partition(":")
+    parts = [part.split("(")[0] for part in rest.split(",")] if colon else []
+    if head in VIRTUAL_DEVICES and all(part in known for part in parts):
+        return device
+    if not colon and head in known:
+        return device
+    raise InvalidInputError("device", f"{device!r} is not an OpenVINO device here; have {', '.join(available)}")
 
 
 @cache
@@ -39,9 +58,13 @@ def openvino_core() -> openvino.Core:
 
 
 def save_ir(model: Any, path: str) -> None:
-    """Write ``model`` as IR (``path`` .xml plus .bin) with OpenVINO's serializer, weights uncompressed."""
+    """Write ``model`` as IR (``path`` .xml plus .bin) with OpenVINO's serializer, weights
+    uncompressed, atomically (temporary files in the same folder, renamed .bin first)."""
+    if not path.endswith(".xml"):  # OpenVINO's own check, before any temporary file exists
+        raise InvalidInputError("output", f"cannot write {path!r}: an IR's path must end in .xml")
     try:
-        openvino.save_model(model, path, compress_to_fp16=False)
+        with atomic_output(path, ".xml", (".bin",)) as temporary:
+            openvino.save_model(model, temporary, compress_to_fp16=False)
     except (OSError, RuntimeError) as error:
         raise InvalidInputError("output", f"cannot write {path!r}: {error_line(error)}") from None
 
