@@ -56,7 +56,10 @@ def test_suite_survives_a_crashing_runtime_and_reports_it(tmp_path) -> None:
     result = ctcop_cli("conformance", "--runtimes", "reference,openvino", "--json", str(out), timeout=900)
     assert result.returncode == 0, result.stderr
     assert f"reference{CORPUS_SIZE:>15}     0      0      0" in result.stdout
-    outcomes = json.loads(out.read_text())
+    document = json.loads(out.read_text())
+    assert document["complete"] is True and document["interrupted_by"] is None
+    assert document["cases"] == CORPUS_SIZE and document["chosen"] == ["reference", "openvino"]
+    outcomes = document["runtimes"]
     assert all(o["status"] == "pass" for o in outcomes["reference"].values())
     native = outcomes["openvino"]
     assert native["empty_targets/float32"]["status"] == "crash"  # spec 12.2 D1

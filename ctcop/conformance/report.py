@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -36,3 +37,17 @@ def format_report(reports: list[RuntimeReport], total: int, details: int = 5) ->
             lines += ["", f"{report.runtime}: {len(problems)} problem(s), first {min(details, len(problems))}:"]
             lines += [f"  [{o['status']}] {name}: {o['detail']}" for name, o in problems[:details]]
     return "\n".join(lines)
+
+
+def document(reports: list[RuntimeReport], chosen: list[str], total: int, interrupted_by: str | None) -> str:
+    """The ``--json`` document: ``{"complete", "interrupted_by", "cases", "chosen", "runtimes":
+    {runtime: {case: {"status", "detail"}}}}``. An interrupted run (``interrupted_by`` a signal
+    name) holds what finished: the runtimes begun, each with the cases that finished."""
+    body = {
+        "complete": interrupted_by is None,
+        "interrupted_by": interrupted_by,
+        "cases": total,
+        "chosen": chosen,
+        "runtimes": {report.runtime: report.outcomes for report in reports},
+    }
+    return json.dumps(body, indent=1)

@@ -15,6 +15,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -82,25 +84,55 @@ def worker(runtime_name: str, start: int, pattern: str) -> None:
             print(json.dumps({"index": index, **evaluate(runtime, case)}), flush=True)
 
 
-def run_runtime(runtime_name: str, pattern: str = "*", timeout_s: float = 600.0) -> RuntimeReport:
-    """Run one runtime over the selected cases in worker subprocesses, surviving crashes."""
+def _run_worker(command: list[str], timeout_s: float, on_line: Callable[[str], None]) -> int | None:
+    """Run one worker, handing each line it prints to ``on_line`` as it comes; its exit code, or
+    None when it was killed for running over ``timeout_s``. However this ends (an interruption
+    raised in the parent included), the worker is killed if still running and reaped."""
+    expired = threading.Event()
+    with subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as process:
+
+        def expire() -> None:
+            expired.set()
+            process.kill()
+
+        timer = threading.Timer(timeout_s, expire)
+        timer.start()
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                on_line(line)
+            code = process.wait()
+        finally:
+            timer.cancel()
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+    return None if expired.is_set() else code
+
+
+def run_runtime(
+    runtime_name: str, pattern: str = "*", timeout_s: float = 600.0, into: RuntimeReport | None = None
+) -> RuntimeReport:
+    """Run one runtime over the selected cases in worker subprocesses, surviving crashes. Outcomes
+    go into ``into`` (a new report by default) as each case finishes, so that a caller interrupted
+    meanwhile still holds what finished."""
     names = [case.name for case in corpus(pattern)]
-    report = RuntimeReport(runtime_name)
+    report = RuntimeReport(runtime_name) if into is None else into
     start = 0
     while start < len(names):
         command = [sys.executable, "-m", "ctcop.conformance", runtime_name, str(start), pattern]
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-            stdout, code = result.stdout, result.returncode
-        except subprocess.TimeoutExpired as expired:
-            out = expired.stdout or b""
-            stdout, code = out.decode() if isinstance(out, bytes) else out, None
         last = start - 1
-        for line in stdout.splitlines():
+
+        def record(line: str) -> None:
+            nonlocal last
             if line.startswith("{"):
-                record = json.loads(line)
-                last = record["index"]
-                report.outcomes[names[last]] = {"status": record["status"], "detail": record["detail"]}
+                outcome = json.loads(line)
+                last = outcome["index"]
+                report.outcomes[names[last]] = {"status": outcome["status"], "detail": outcome["detail"]}
+
+        code = _run_worker(command, timeout_s, record)
         if code == 0 and last == len(names) - 1:
             break
         dead = last + 1

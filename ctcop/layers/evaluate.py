@@ -75,26 +75,32 @@ def likely_cause(layer: Layer, inputs: list[np.ndarray], verdict: str, runtime: 
     return ""
 
 
-def _run_worker(request: dict[str, Any], folder: str) -> None:
+def _finished(folder: str, index: int) -> bool:
+    return any(os.path.exists(os.path.join(folder, f"{index}.{kind}")) for kind in ("loss.npy", "error.txt"))
+
+
+def _run_worker(request: dict[str, Any], folder: str, settled: set[int]) -> None:
     """Run the worker until every requested layer has its result file or has been found to kill
-    the worker (then a fresh worker resumes after it)."""
+    the worker (then a fresh worker resumes after it). ``settled`` receives each layer index whose
+    outcome is known, also when an interruption ends this early (the worker is then killed and
+    reaped by ``subprocess.run``)."""
     indices = request["layers"]
-
-    def finished(index: int) -> bool:
-        return any(os.path.exists(os.path.join(folder, f"{index}.{kind}")) for kind in ("loss.npy", "error.txt"))
-
     start = 0
-    while start < len(indices):
-        path = os.path.join(folder, "request.json")
-        with open(path, "w", encoding="utf-8") as file:
-            json.dump({**request, "start": start}, file)
-        command = [sys.executable, "-m", "ctcop.layers.worker", path]
-        with contextlib.suppress(subprocess.TimeoutExpired):  # a hung runtime counts as a crash
-            subprocess.run(command, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
-        pending = [position for position in range(start, len(indices)) if not finished(indices[position])]
-        if not pending:
-            return
-        start = pending[0] + 1
+    try:
+        while start < len(indices):
+            path = os.path.join(folder, "request.json")
+            with open(path, "w", encoding="utf-8") as file:
+                json.dump({**request, "start": start}, file)
+            command = [sys.executable, "-m", "ctcop.layers.worker", path]
+            with contextlib.suppress(subprocess.TimeoutExpired):  # a hung runtime counts as a crash
+                subprocess.run(
+                    command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S
+                )
+            pending = [position for position in range(start, len(indices)) if not _finished(folder, indices[position])]
+            start = pending[0] + 1 if pending else len(indices)
+    finally:
+        settled.update(indices[:start])
+        settled.update(index for index in indices[start:] if _finished(folder, index))
 
 
 def _verdict(layer: Layer, errors: list[str], folder: str, runtime: str) -> LayerResult:
@@ -134,14 +140,28 @@ def _verdict(layer: Layer, errors: list[str], folder: str, runtime: str) -> Laye
 
 
 def evaluate_layers(
-    model_path: str, kind: str, layers: list[Layer], feeds: dict[str, np.ndarray], runtime: str, device: str
+    model_path: str,
+    kind: str,
+    layers: list[Layer],
+    feeds: dict[str, np.ndarray],
+    runtime: str,
+    device: str,
+    into: list[LayerResult] | None = None,
 ) -> list[LayerResult]:
-    """Every layer of ``layers`` by the reference and, in worker processes, by ``runtime``."""
+    """Every layer of ``layers`` by the reference and, in worker processes, by ``runtime``. The
+    results also go into ``into``; when an interruption (KeyboardInterrupt) stops the workers,
+    ``into`` holds the layers whose outcome was known by then and the interruption propagates."""
+    results: list[LayerResult] = [] if into is None else into
     with tempfile.TemporaryDirectory(prefix="ctcop-eval-") as folder:
         feeds_path = os.path.join(folder, "feeds.npz")
         np.savez(feeds_path, **feeds)  # type: ignore[arg-type]
         errors = {layer.index: [f.message for f in validate_layer(layer) if f.level == "error"] for layer in layers}
         valid = [layer.index for layer in layers if not errors[layer.index]]
         request = {"model": os.path.abspath(model_path), "kind": kind, "runtime": runtime, "device": device}
-        _run_worker({**request, "feeds": feeds_path, "out": folder, "layers": valid}, folder)
-        return [_verdict(layer, errors[layer.index], folder, runtime) for layer in layers]
+        settled: set[int] = set()
+        try:
+            _run_worker({**request, "feeds": feeds_path, "out": folder, "layers": valid}, folder, settled)
+        finally:
+            done = [layer for layer in layers if errors[layer.index] or layer.index in settled]
+            results[:] = [_verdict(layer, errors[layer.index], folder, runtime) for layer in done]
+    return results

@@ -51,9 +51,19 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def document(model: str, runtime: str, device: str, versions: dict[str, str], results: list[LayerResult]) -> str:
-    """The ``--json`` document."""
+def document(
+    model: str,
+    runtime: str,
+    device: str,
+    versions: dict[str, str],
+    results: list[LayerResult],
+    interrupted_by: str | None = None,
+) -> str:
+    """The ``--json`` document; ``complete`` is false and ``interrupted_by`` the signal's name when
+    an interruption cut the run short (``layers`` then holds the layers that finished)."""
     body: dict[str, Any] = {
+        "complete": interrupted_by is None,
+        "interrupted_by": interrupted_by,
         "model": model,
         "runtime": runtime,
         "device": device,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -105,6 +106,8 @@ def _write(request: dict[str, Any], index: int, kind: str, value: Any) -> None:
 
 
 def main(request_path: str) -> None:
+    # A Ctrl-C reaches the whole process group: the parent stops this worker itself and reports.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with open(request_path, encoding="utf-8") as file:
         request = json.load(file)
     with np.load(request["feeds"], allow_pickle=False) as archive:

@@ -1,0 +1,158 @@
+"""SIGINT and SIGTERM during ``ctcop conformance`` and ``ctcop eval`` (issue 10, finding 4), as a
+user sends them: a valid partial JSON report marked incomplete, one line on stderr, exit 130 / 143,
+and no worker process left behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from test_eval import inputs_npz, released_ir
+
+
+def children(pid: int, running: str = "") -> list[int]:
+    """Processes whose parent is ``pid`` (read from /proc), only those whose command line holds
+    ``running`` when given."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as file:
+                stat = file.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and running in command_line(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return file.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    """``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as file:
+            return file.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def interrupt(
+    args: list[str], signum: int, worker: str, settle_s: float
+) -> tuple[subprocess.CompletedProcess, list[int]]:
+    """Start ``ctcop ARGS``, wait until a worker (a child running module ``worker``) runs, then
+    ``settle_s`` more, send ``signum``; returns the finished process and its children just
+    before the signal."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctcop", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 30
+    while not children(process.pid, worker):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no worker process started"
+        time.sleep(0.05)
+    time.sleep(settle_s)
+    workers = children(process.pid)
+    assert process.poll() is None, "finished before the signal"
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=20)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), workers
+
+
+def assert_interrupted(result: subprocess.CompletedProcess, workers: list[int], name: str, report: str) -> dict:
+    assert result.returncode == {"SIGINT": 130, "SIGTERM": 143}[name], result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"interrupted by {name}" in result.stderr and report in result.stderr
+    time.sleep(0.3)
+    assert not [pid for pid in workers if alive(pid)], "a worker process outlived ctcop"
+    with open(report, encoding="utf-8") as file:
+        document = json.load(file)
+    assert document["complete"] is False and document["interrupted_by"] == name
+    assert not [name for name in os.listdir(os.path.dirname(report)) if name.startswith(".")]  # no temp file left
+    return document
+
+
+@pytest.mark.parametrize(("signum", "name"), [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
+def test_conformance_interrupted_writes_a_partial_report(tmp_path, signum: int, name: str) -> None:
+    report = str(tmp_path / "out.json")
+    result, workers = interrupt(["conformance", "--json", report], signum, "ctcop.conformance", settle_s=2.5)
+    assert workers
+    document = assert_interrupted(result, workers, name, report)
+    outcomes = document["runtimes"]
+    statuses = [o["status"] for r in outcomes.values() for o in r.values()]
+    assert statuses and set(statuses) <= {"pass", "fail", "error", "crash"}
+    assert sum(len(r) for r in outcomes.values()) < document["cases"] * len(document["chosen"])
+    # what was finished before the signal is there: the reference's cases all ran first
+    assert all(o["status"] == "pass" for o in outcomes["reference"].values())
+
+
+def test_conformance_report_is_complete_when_not_interrupted(tmp_path) -> None:
+    report = tmp_path / "out.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "ctcop", "conformance", "--runtimes", "reference", "--json", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(report.read_text())
+    assert document["complete"] is True and document["interrupted_by"] is None
+    assert len(document["runtimes"]["reference"]) == document["cases"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+@pytest.mark.parametrize(("signum", "name"), [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
+def test_eval_interrupted_writes_a_partial_report(tmp_path, signum: int, name: str) -> None:
+    released_ir(tmp_path / "model.xml", layers=2)
+    inputs_npz(tmp_path / "inputs.npz")
+    report = str(tmp_path / "out" / "eval.json")
+    os.mkdir(tmp_path / "out")
+    args = ["eval", str(tmp_path / "model.xml"), "--inputs", str(tmp_path / "inputs.npz"), "--json", report]
+    result, workers = interrupt(args, signum, "ctcop.layers.worker", settle_s=0.0)
+    document = assert_interrupted(result, workers, name, report)
+    assert isinstance(document["layers"], list) and len(document["layers"]) < 2
+    assert np.all([layer["verdict"] for layer in document["layers"]])
+
+
+def loaded(pid: int, library: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as file:
+            return library in file.read()
+    except OSError:
+        return False
+
+
+def test_eval_interrupted_while_loading_the_model_still_reports(tmp_path) -> None:
+    # Early on the parent is inside OpenVINO, which turns the exception the signal raises in a
+    # Python callback (ctcop's extensions) into its own RuntimeError: still an interruption, not
+    # an invalid model. The signal goes as soon as the parent has loaded OpenVINO's library.
+    released_ir(tmp_path / "model.xml")
+    report = tmp_path / "eval.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctcop", "eval", str(tmp_path / "model.xml"), "--json", str(report), "--seed", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not loaded(process.pid, "libopenvino"):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 130 and stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
+    document = json.loads(report.read_text())
+    assert document["complete"] is False and document["interrupted_by"] == "SIGINT"
