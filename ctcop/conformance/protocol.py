@@ -1,0 +1,53 @@
+"""The runtime protocol of the conformance suite: what every runtime adapter implements.
+
+A runtime is any object with a ``name`` (str), a ``description`` (str) and a method
+``run(case) -> Outcome | numpy.ndarray``. ``case`` is a :class:`ctcop.conformance.corpus.CorpusCase`:
+``case.form`` is ``"spec"`` (inputs ``inputs`` [T, N, C], ``sequence_mask`` [T, N], ``labels``
+[N, T]) or ``"released"`` (``logits`` [N, T, C], ``logit_length`` [N], ``labels`` [N, T],
+``label_length`` [N], optional scalar ``blank_index``); ``case.inputs`` maps those names to
+arrays and ``case.attributes`` holds the form's boolean attributes. ``run`` returns the [N] loss
+(an array) or an :class:`Outcome` with the loss and, for a runtime that can differentiate, the
+gradient with respect to the logits in the logits' layout. A case outside the semantics the
+runtime implements raises :class:`Unsupported` with the reason (the case is then a ``skip``);
+any other exception is the runtime's ``error``. For ``expect == "reject"`` cases a clean
+exception is the conforming answer. Adapters convert layouts only: they never repair a result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .corpus import CorpusCase
+
+
+class Unsupported(Exception):
+    """The runtime does not implement what the case asks for (the message says what)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A runtime's answer for one case: the [N] loss and, optionally, d loss / d logits."""
+
+    loss: np.ndarray
+    grad: np.ndarray | None = None
+
+
+@runtime_checkable
+class ConformanceRuntime(Protocol):
+    """What ``--runtime-module pkg.mod:attr`` and the ``ctcop.runtimes`` entry-point group provide."""
+
+    name: str
+    description: str
+
+    def run(self, case: CorpusCase) -> Outcome | np.ndarray: ...
+
+
+def outcome(value: Outcome | np.ndarray) -> Outcome:
+    """A runtime's return value as an :class:`Outcome` (a bare array is the loss)."""
+    if isinstance(value, Outcome):
+        return value
+    return Outcome(np.asarray(value))
