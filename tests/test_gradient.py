@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ctcop
+from ctcop import recursion
 from ctcop.conformance.cases import random_case
 
 
@@ -91,3 +92,73 @@ def test_gradient_descent_learns_the_target() -> None:
     decoded = ctcop.greedy_decode(x @ weights, mask)
     assert decoded[0, :4].tolist() == [0, 1, 1, 2] and (decoded[0, 4:] == -1).all()
     assert decoded[1, :3].tolist() == [3, 0, 3] and (decoded[1, 3:] == -1).all()
+
+
+GAPS = [1e12, 1e14, 1e16, 1e300]
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("mirrored", [False, True])
+def test_gradient_exact_at_extreme_logit_gaps(gap: float, mirrored: bool) -> None:
+    # Target (0) over two frames, class 0 far below the blank: the aligned paths are "0 0", "0 -",
+    # "- 0" with probabilities e^-2M, e^-M, e^-M, so class 0 holds half the posterior at each frame
+    # and the gradient is [-0.5, 0.5] up to terms of order e^-M. The loss, M - ln 2, rounds to M,
+    # so an occupancy normalised by the likelihood loses the ln 2 (spec section 5).
+    frame = [-gap, 0.0] if mirrored else [0.0, gap]
+    inputs = np.array([[frame], [frame]])
+    loss, grad = ctcop.ctc_loss_grad(inputs, np.ones((2, 1), np.int8), np.array([[0, -1]]))
+    assert loss[0] == pytest.approx(gap - np.log(2), rel=1e-15)
+    np.testing.assert_allclose(grad[:, 0], [[-0.5, 0.5], [-0.5, 0.5]], rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("mirrored", [False, True])
+def test_gradient_exact_when_the_label_dominates(gap: float, mirrored: bool) -> None:
+    # The other sign: the label takes all the mass, the path "0 0" has probability 1 - O(e^-M),
+    # and the exact gradient is O(e^-2M) in every entry, which rounds to 0.
+    frame = [gap, 0.0] if mirrored else [0.0, -gap]
+    inputs = np.array([[frame], [frame]])
+    loss, grad = ctcop.ctc_loss_grad(inputs, np.ones((2, 1), np.int8), np.array([[0, -1]]))
+    assert loss[0] == 0.0
+    np.testing.assert_array_equal(grad[:, 0], np.zeros((2, 2)))
+
+
+def test_gradient_at_large_gaps_matches_closed_form() -> None:
+    # Same lattice at moderate gaps, against the closed form: with r = p(blank) at each frame, the
+    # posterior of class 0 is 1 / (1 + r) at both frames, so grad[class 0] = (1 - r) - 1 / (1 + r)
+    # = -r^2 / (1 + r). The gradient is a difference of two numbers of size up to 1 (spec section 5),
+    # so it is held to an absolute 1e-15 besides the relative 1e-12.
+    for gap in [-700.0, -40.0, -5.0, 0.0, 5.0, 40.0, 700.0, 1e6]:
+        inputs = np.array([[[0.0, gap]], [[0.0, gap]]])
+        _, grad = ctcop.ctc_loss_grad(inputs, np.ones((2, 1), np.int8), np.array([[0, -1]]))
+        r = 1.0 / (1.0 + np.exp(-gap)) if gap > -700 else np.exp(gap)
+        expected = -(r**2) / (1.0 + r)
+        np.testing.assert_allclose(grad[:, 0, 0], [expected, expected], rtol=1e-12, atol=1e-15, err_msg=str(gap))
+        np.testing.assert_allclose(grad[:, 0, 1], [-expected, -expected], rtol=1e-12, atol=1e-15, err_msg=str(gap))
+
+
+@pytest.mark.parametrize("chunk_elements", [1, 7, 50, 400])
+def test_chunks_and_checkpoint_segments_change_no_bit(monkeypatch: pytest.MonkeyPatch, chunk_elements: int) -> None:
+    # Small CHUNK_ELEMENTS force one frame per chunk and many checkpoint segments (spec 4.5, 5):
+    # the loss and the gradient must not change in any bit, nor across the batch's composition.
+    rng = np.random.default_rng(3)
+    inputs = rng.normal(size=(23, 4, 6)) * 3
+    inputs[5, 1, 1] = np.nan
+    mask = (np.arange(23)[:, None] < np.array([23, 17, 20, 0])[None, :]).astype(np.int8)
+    labels = np.full((4, 23), -1)
+    labels[0, :9] = rng.integers(0, 5, size=9)
+    labels[1, :3] = [2, 2, 4]
+    labels[2, :4] = [1, 0, 1, 3]
+    labels[3, :2] = [1, 2]  # no frames: no aligned path
+    expected = ctcop.ctc_loss_grad(inputs, mask, labels)
+    monkeypatch.setattr(recursion, "CHUNK_ELEMENTS", chunk_elements)
+    loss, grad = ctcop.ctc_loss_grad(inputs, mask, labels)
+    np.testing.assert_array_equal(loss, expected[0])
+    np.testing.assert_array_equal(grad, expected[1])
+    np.testing.assert_array_equal(ctcop.ctc_loss(inputs, mask, labels), expected[0])
+    for i in range(4):
+        alone = ctcop.ctc_loss_grad(inputs[:, i : i + 1], mask[:, i : i + 1], labels[i : i + 1])
+        np.testing.assert_array_equal(alone[0], expected[0][i : i + 1])
+        np.testing.assert_array_equal(alone[1][:, 0], expected[1][:, i])
+    assert np.isnan(loss[1]) and np.isnan(grad[:17, 1]).all() and (grad[17:, 1] == 0).all()
+    assert loss[3] == np.inf and (grad[:, 3] == 0).all()
