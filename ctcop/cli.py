@@ -18,6 +18,7 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, NoReturn
@@ -527,6 +528,9 @@ def _failure(error: BaseException) -> int:
         where = f"partial report in {interrupted.report}" if interrupted.report else "no report written"
         print(f"ctcop: interrupted by {interrupted.name}; {where}", file=sys.stderr)
         return 128 + interrupted.signum
+    if isinstance(error, BrokenPipeError):  # stdout closed early (``ctcop ... | head -1``): as SIGPIPE would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     if isinstance(error, SystemExit):  # --help, --version and usage errors (already printed)
         return error.code if isinstance(error.code, int) else (0 if error.code is None else EXIT_USAGE)
     if isinstance(error, InvalidInputError):
@@ -545,7 +549,9 @@ def _run(argv: Sequence[str] | None) -> int:
     """Parse and run; every failure mode becomes one line on stderr and an exit code."""
     try:
         args = build_parser().parse_args(argv)
-        return int(args.run(args))
+        code = int(args.run(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
     except BaseException as error:
         return _failure(error)
 
@@ -554,15 +560,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``ctcop`` entry point: SIGINT and SIGTERM raise :class:`Interrupted` while it runs."""
     signals = (signal.SIGINT, signal.SIGTERM)
     _RECEIVED.clear()
-    previous = {signum: signal.signal(signum, _on_signal) for signum in signals}
+    in_main_thread = threading.current_thread() is threading.main_thread()  # signal handlers live there
+    previous = {signum: signal.signal(signum, _on_signal) for signum in signals} if in_main_thread else {}
     try:
-        sys.stdout.flush()
-        code = _run(argv)
-        sys.stdout.flush()
-        return code
-    except BrokenPipeError:  # stdout closed early (``ctcop example | head -1``)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return _run(argv)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
