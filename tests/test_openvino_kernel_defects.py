@@ -10,8 +10,9 @@ import sys
 
 import numpy as np
 import openvino
+import openvino.opset15 as ops
 import pytest
-from runtime_check import BFLOAT16_MAX, FLOAT32_MAX
+from runtime_check import FLOAT32_MAX
 
 from ctcop.conformance.cases import edge_cases
 from ctcop.conformance.runtimes import RUNTIMES
@@ -49,12 +50,13 @@ def test_d3_logits_are_exponentiated_unshifted(logits: list[float], wrong: float
 
 
 @pytest.mark.parametrize("hint", ["f32", "bf16"])
-def test_d5_saturation_constant_follows_the_inference_precision(hint: str) -> None:
-    # D5 is a property of the CPU plugin, and its constant is ISA-dependent (spec 12.2): with f32
-    # inference precision +inf in a float64 output becomes float32's largest value; with bf16
-    # (the default on AVX-512-BF16 and AMX CPUs, asked for here explicitly) bfloat16's largest.
-    # A CPU without bfloat16 may refuse the hint or fall back to f32. Either way +inf is lost:
-    # when a release keeps it, this test fails and spec 12.2 must be revisited.
+def test_d5_float64_outputs_saturate_infinity(hint: str) -> None:
+    # D5 is a property of the CPU plugin (spec 12.2): +inf in a float64 output becomes float32's
+    # largest value, under f32 and under bf16 inference precision (the default on AVX-512-BF16 and
+    # AMX CPUs, asked for here explicitly; a CPU without bfloat16 may refuse the hint or fall back
+    # to f32). ctcop's lowering makes its +inf at run time (G8); an inf *constant* under bf16
+    # became bfloat16's largest instead (D7, below). When a release keeps +inf, this test fails
+    # and spec 12.2 must be revisited.
     core = openvino.Core()
     model = ir_model(dtype="float64")
     try:
@@ -66,4 +68,36 @@ def test_d5_saturation_constant_follows_the_inference_precision(hint: str) -> No
     got = compiled([infeasible.inputs, infeasible.sequence_mask.astype(np.int32), infeasible.labels])[0]
     in_bfloat16 = compiled.get_property("INFERENCE_PRECISION_HINT") == openvino.Type.bf16
     assert in_bfloat16 == (hint == "bf16" and "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
-    assert got[1] == got[2] == (BFLOAT16_MAX if in_bfloat16 else FLOAT32_MAX)
+    assert got[1] == got[2] == FLOAT32_MAX
+
+
+def test_d7_inf_and_nan_constants_become_65504_under_float16_inference_precision() -> None:
+    # D7 (spec 12.2): under f16 inference precision (the default on ARM CPUs; asked for here) the
+    # plugin converts a float32 model's constants to float16 with saturation, NaN included, so
+    # Select(c, inf or NaN constant, x) gives 65504; the same values computed at run time (1/0,
+    # 0/0) survive. The lowering therefore makes its +inf and NaN at run time (G8).
+    core = openvino.Core()
+    if "FP16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        pytest.skip("this CPU has no float16 inference precision")
+    x = ops.parameter([2], np.float32)
+    zeros = ops.multiply(x, ops.constant(np.float32(0.0)))
+    constants = [ops.constant(np.float32(v)) for v in (np.inf, np.nan)]
+    computed = [ops.divide(ops.constant(np.float32(1.0)), zeros), ops.divide(zeros, zeros)]
+    take = ops.constant(np.array([True, False]))
+    results = [ops.result(ops.select(take, value, x)) for value in [*constants, *computed]]
+    compiled = core.compile_model(openvino.Model(results, [x]), "CPU", {"INFERENCE_PRECISION_HINT": "f16"})
+    constant_inf, constant_nan, computed_inf, computed_nan = (r[0] for r in compiled([np.ones(2, np.float32)]).values())
+    assert constant_inf == constant_nan == 65504.0
+    assert computed_inf == np.inf and np.isnan(computed_nan)
+
+
+def test_d6_int64_inputs_reach_integer_operators_wrapped_to_int32() -> None:
+    # D6 (spec 12.2): the CPU plugin computes int64 (and uint64, uint32) in int32, wrapping the
+    # input values (2**32 reads as 0), before an integer operator or a custom op's evaluate sees
+    # them; a Convert straight to float32 still reads the true value, which is how the lowering
+    # tests labels and mask values (G7). The custom layer sees the wrapped values.
+    x = ops.parameter([3], np.int64)
+    model = openvino.Model([ops.result(ops.convert(x, "f32")), ops.result(ops.convert(ops.negative(x), "f32"))], [x])
+    direct, negated = openvino.Core().compile_model(model, "CPU")([np.array([2**32, 2**32 + 5, 7])]).values()
+    assert direct.tolist() == [2.0**32, 2.0**32, 7.0]
+    assert negated.tolist() == [0.0, -5.0, -7.0]

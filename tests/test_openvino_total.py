@@ -65,6 +65,24 @@ def static_model(form: str) -> Any:
     return core.compile_model(ir_model(form="lowered" if form == "ir" else "custom", dims=STATIC_DIMS), "CPU")
 
 
+def hinted(precision: str) -> Any:
+    """Runs the lowered IR (dynamic dims) compiled with INFERENCE_PRECISION_HINT ``precision``."""
+    import openvino
+
+    from ctcop.openvino import ir_model
+
+    core, models = openvino.Core(), {}
+
+    def run(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, **attributes: bool) -> np.ndarray:
+        key = (mask.dtype.name, labels.dtype.name, tuple(sorted(attributes.items())))
+        if key not in models:
+            model = ir_model(mask_dtype=key[0], labels_dtype=key[1], attributes=attributes)
+            models[key] = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": precision})
+        return np.asarray(models[key]([inputs, mask, labels])[0])
+
+    return run
+
+
 def child(runtime: str, folder: str, start: int) -> None:
     import warnings
 
@@ -73,13 +91,14 @@ def child(runtime: str, folder: str, start: int) -> None:
     warnings.simplefilter("ignore")
     data = np.load(Path(folder) / "cases.npz")
     static = static_model(runtime.split("-")[1]) if runtime.startswith("static-") else None
+    evaluate = hinted(runtime.split("-")[1]) if runtime.startswith("hint-") else RUNTIMES.get(runtime)
     for k in range(start, int(data["count"])):
         print(json.dumps({"start": k}), flush=True)
         flags = data[f"{k}/attributes"]
         attributes = {"preprocess_collapse_repeated": bool(flags[0]), "merge_repeated": bool(flags[1])}
         feeds = [data[f"{k}/inputs"], data[f"{k}/mask"], data[f"{k}/labels"]]
         try:
-            got = np.asarray(static(feeds)[0]) if static else RUNTIMES[runtime](*feeds, **attributes)
+            got = np.asarray(static(feeds)[0]) if static else evaluate(*feeds, **attributes)
             answer: dict[str, Any] = {"dtype": got.dtype.name, "bits": [float(v).hex() for v in got.ravel()]}
         except Exception as error:  # a clean refusal is recorded, not fatal
             answer = {"error": f"{type(error).__name__}: {error}"[:300]}
@@ -465,6 +484,30 @@ def test_static_dims_refuse_other_shapes_cleanly(form: str) -> None:
     for case in cases[:-1]:
         assert "error" in answers[case.name], f"{form} {case.name}: {answers[case.name]}"
     assert not problems(form, cases[-1:], answers)
+
+
+@pytest.mark.parametrize("precision", ["f32", "bf16", "f16"])
+def test_nan_and_inf_survive_every_inference_precision(precision: str) -> None:
+    # The plugin computes a float32 model in bfloat16 or float16 when asked (bf16 is the default
+    # on AVX-512-BF16 and AMX CPUs, f16 on ARM), and under f16 it turns an inf or NaN *constant*
+    # into 65504 (spec 12.2 D7): the lowering makes them at run time (G8). NaN and +-inf stand
+    # where ctc_loss_or_nan has them (on logits rounded to float16 for f16, whose range ends at
+    # 65504); finite values are checked for f32 and bf16 (ctcop's operators run in float32 there).
+    cases = [*FINDINGS["huge_label"], *FINDINGS["labels"], *FINDINGS["mask"], *FINDINGS["nonfinite"], *FUZZ]
+    answers = run_in_children(f"hint-{precision}", cases)
+    if precision != "f32" and all("error" in answer for answer in answers.values()):
+        pytest.skip(f"this CPU refuses INFERENCE_PRECISION_HINT {precision}")
+    if precision != "f16":
+        assert not problems("ir", cases, answers)
+        return
+    for case in cases:
+        assert "bits" in answers[case.name], f"{case.name}: {answers[case.name]}"
+        got = got_values(answers[case.name])
+        with np.errstate(over="ignore"):
+            rounded = case.inputs.astype(np.float16).astype(np.float32)
+        want = expected("ir", Case(case.name, rounded, case.mask, case.labels, case.attributes))
+        same = (np.isnan(got) == np.isnan(want)) & (np.isposinf(got) == np.isposinf(want))
+        assert same.all(), f"f16 {case.name}: got {got.tolist()}, expected {want.tolist()}"
 
 
 if __name__ == "__main__":

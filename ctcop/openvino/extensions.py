@@ -32,9 +32,11 @@ def openvino_extensions() -> list[Any]:
     that mixes the two.)
 
     With them, ``Core.read_model`` maps the ``ai.ctcop.CTCLoss`` node of an ONNX model from
-    :mod:`ctcop.onnx` onto OpenVINO's native CTCLoss-4 and the adapters of
+    :mod:`ctcop.onnx` onto OpenVINO's native CTCLoss-4 and the adapters and guards of
     :mod:`ctcop.openvino.lowering`, and reads IR layers of type ``CTCLoss`` version ``ctcop1``
-    (the custom-op form) as :class:`ctcop.openvino.custom_op.CTCLossOp`.
+    (the custom-op form) as :class:`ctcop.openvino.custom_op.CTCLossOp`. Both are total functions
+    (spec 11.5): input that breaks a rule gives NaN for the samples that break it, never a crash
+    or a failed inference.
     """
     onnx_encoding = encoding("onnx")
     return [ConversionExtension(onnx_encoding["op_type"], onnx_encoding["domain"], _convert_onnx_node), CTCLossOp]

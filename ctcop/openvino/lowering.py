@@ -23,7 +23,10 @@ guards that make the graph a total function (spec 11.5):
   0, spec 12.2 D6) before an integer operator sees them; a Convert straight to float32 still reads
   the true value, so the rules are tested on that float32 copy first (exact: -1, 0 and 1 are the
   only values that can pass, and float32 orders every integer correctly against -1 and 2**31),
-  and the narrowed integers are used only where the float copy shows them in [-1, 2**31).
+  and the narrowed integers are used only where the float copy shows them in [-1, 2**31);
+* G8 +inf and NaN are computed from run-time zeros (1/0, 0/0), not taken from constants: under
+  float16 inference precision (an explicit hint; the default on ARM CPUs) the CPU plugin turns
+  an inf or NaN constant into 65504 (spec 12.2 D7).
 
 The dummy sample is one frame and one label: frame 0 and class 0 when the input has a frame and
 two or more classes; otherwise an appended frame and/or classes of log-probability -1e4 (the dummy
@@ -197,10 +200,13 @@ def _read_out(
     blank_log_probs = ops.reduce_sum(last_class, _i64([2]), keep_dims=False)  # 0 when C = 0
     blank_sums = ops.reduce_sum(ops.select(active, blank_log_probs, zero), _i64([0]), keep_dims=False)
     all_blank = ops.subtract(zero, blank_sums)
-    infinity = ops.convert_like(_f32(np.inf), precise)
+    # +inf and NaN made at run time (G8): under f16 inference precision the CPU plugin turns an inf
+    # or NaN *constant* into 65504, while computed ones survive (spec 12.2 D7).
+    zeros = ops.multiply(ops.convert_like(target_lengths, precise), zero)
+    infinity = ops.divide(ops.convert_like(_f32(1.0), precise), zeros)
     loss = ops.select(usable, kernel, ops.select(ops.equal(target_lengths, _i64(0)), all_blank, infinity))
     loss = ops.select(ops.equal(loss, zero), zero, loss)
-    return ops.select(ops.logical_or(nonfinite, faults), ops.convert_like(_f32(np.nan), precise), loss)
+    return ops.select(ops.logical_or(nonfinite, faults), ops.divide(zeros, zeros), loss)
 
 
 def lower(

@@ -67,7 +67,9 @@ def ir_model(
     [N,T] and output ``loss`` [N]. ``form`` "lowered" (default) uses stock OpenVINO operators
     only (native CTCLoss-4 plus adapters and guards, spec 12.1); "custom" is one ``CTCLoss``
     layer of version ``ctcop1`` that needs :func:`ctcop.openvino_extensions` to be read. Other
-    options as for :func:`ctcop.onnx.onnx_model` (symbolic dims become dynamic).
+    options as for :func:`ctcop.onnx.onnx_model` (symbolic dims become dynamic). Either form is a
+    total function (spec 11.5): NaN for a sample whose mask column or label row breaks a rule,
+    every loss NaN where dynamic dims let mask or labels disagree with the logits' shape or C = 0.
     """
     ir_form = checked_form(form)
     options = ExportOptions.of(
