@@ -17,6 +17,7 @@ from runtime_check import FLOAT32_MAX
 from ctcop.conformance.cases import edge_cases
 from ctcop.conformance.runtimes import RUNTIMES
 from ctcop.openvino import ir_model
+from ctcop.openvino import openvino_extensions as ctcop_extensions
 
 native = RUNTIMES["openvino"]
 
@@ -101,3 +102,25 @@ def test_d6_int64_inputs_reach_integer_operators_wrapped_to_int32() -> None:
     direct, negated = openvino.Core().compile_model(model, "CPU")([np.array([2**32, 2**32 + 5, 7])]).values()
     assert direct.tolist() == [2.0**32, 2.0**32, 7.0]
     assert negated.tolist() == [0.0, -5.0, -7.0]
+
+
+def test_d6_the_custom_layer_alone_sees_wrapped_labels() -> None:
+    # Why ir_model(form="custom") guards its layer: a model of the bare layer reads label 2**32 as 0
+    # and label 2**32 - 1 as the pad -1 (both must give NaN, rule 3.3).
+    from ctcop.openvino.custom_op import CTCLossOp
+
+    x, mask, labels = (
+        ops.parameter([2, 3, 3], np.float32),
+        ops.parameter([2, 3], np.int32),
+        ops.parameter([3, 2], np.int64),
+    )
+    model = openvino.Model([ops.result(CTCLossOp([x.output(0), mask.output(0), labels.output(0)]))], [x, mask, labels])
+    inputs = np.zeros((2, 3, 3), np.float32)
+    feeds = [inputs, np.ones((2, 3), np.int32), np.array([[2**32, -1], [0, -1], [2**32 - 1, -1]])]
+    got = openvino.Core().compile_model(model, "CPU")(feeds)[0]
+    assert got[0] == got[1] and got[2] == pytest.approx(2 * math.log(3))
+    guarded = openvino.Core()
+    for extension in ctcop_extensions():
+        guarded.add_extension(extension)
+    custom = guarded.compile_model(ir_model(form="custom"), "CPU")(feeds)[0]
+    assert np.isnan(custom[0]) and np.isnan(custom[2]) and custom[1] == got[1]

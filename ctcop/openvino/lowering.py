@@ -99,6 +99,30 @@ def label_codes(labels: ov.Output, classes: ov.Output, shape: ov.Output) -> tupl
     return codes, ops.reduce_logical_or(ops.equal(codes, _i64(-2)), _i64([1]), keep_dims=False)
 
 
+NARROWED = (ov.Type.i64, ov.Type.u64, ov.Type.u32)  # what the CPU plugin wraps to int32 (D6)
+
+
+def runtime_nan(like: ov.Output) -> ov.Node:
+    """NaN of the element type and shape of ``like``, computed (0/0) at run time (G8)."""
+    zeros = ops.multiply(like, ops.convert_like(_f32(0.0), like))
+    return ops.divide(zeros, zeros)
+
+
+def narrowed_faults(inputs: ov.Output, sequence_mask: ov.Output, labels: ov.Output) -> ov.Node | None:
+    """[N]: samples whose mask column or label row holds a value outside int32's range, where the
+    declared type is one the CPU plugin narrows to int32 by wrapping before an op sees it (D6);
+    None when neither is. Every such value breaks rule 3.1 or 3.3, so such a sample is faulty;
+    the custom layer, which sees the wrapped values, is guarded with this (spec 12.3)."""
+    dims = ops.shape_of(inputs, "i64")
+    found = []
+    for values, order, axis in ((sequence_mask, [0, 1], 0), (labels, [1, 0], 1)):
+        if values.get_element_type() in NARROWED:
+            wide = _fit(ops.convert(values, "f32"), ops.gather(dims, _i64(order), _i64(0)), _f32(0.0))
+            outside = ops.logical_or(ops.less(wide, _f32(-WIDE)), ops.greater_equal(wide, _f32(WIDE)))
+            found.append(ops.reduce_logical_or(outside, _i64([axis]), keep_dims=False))
+    return None if not found else found[0] if len(found) == 1 else ops.logical_or(found[0], found[1])
+
+
 def _compact(values: ov.Output, keep: ov.Output, fill: ov.Output) -> tuple[ov.Node, ov.Node]:
     """Stable move of each row's kept entries to its front (rest ``fill``), and the counts [N]."""
     kept = ops.convert(keep, "i64")
@@ -206,7 +230,7 @@ def _read_out(
     infinity = ops.divide(ops.convert_like(_f32(1.0), precise), zeros)
     loss = ops.select(usable, kernel, ops.select(ops.equal(target_lengths, _i64(0)), all_blank, infinity))
     loss = ops.select(ops.equal(loss, zero), zero, loss)
-    return ops.select(ops.logical_or(nonfinite, faults), ops.divide(zeros, zeros), loss)
+    return ops.select(ops.logical_or(nonfinite, faults), runtime_nan(loss), loss)
 
 
 def lower(

@@ -13,7 +13,7 @@ from .. import schema
 from ..errors import InvalidInputError
 from ..options import Dim, Dims, ExportOptions
 from .custom_op import CTCLossOp
-from .lowering import lower
+from .lowering import lower, narrowed_faults, runtime_nan
 
 IR_FORMS = ("lowered", "custom")
 
@@ -46,9 +46,15 @@ def mask_and_labels(options: ExportOptions) -> tuple[Any, Any]:
 
 
 def loss_node(inputs: Any, mask: Any, labels: Any, ir_form: str, options: ExportOptions) -> Any:
-    """The loss of ``ir_form`` over three OpenVINO outputs, named as the schema's output."""
+    """The loss of ``ir_form`` over three OpenVINO outputs, named as the schema's output. The
+    custom layer is followed by a guard of stock operators when mask or labels have a type the CPU
+    plugin narrows to int32 (spec 12.2 D6): a sample with a value outside int32's range, which the
+    layer would see wrapped (2**32 as 0), gets NaN, as ``ctc_loss_or_nan`` gives it."""
     if ir_form == "custom":
         node = CTCLossOp([inputs, mask.output(0), labels.output(0)], options.attributes)
+        wide = narrowed_faults(inputs, mask.output(0), labels.output(0))
+        if wide is not None:
+            node = ops.select(wide, runtime_nan(node.output(0)), node)
     else:
         node = lower(inputs, mask.output(0), labels.output(0), **options.attributes)
     return named(node, schema.form("time_major").output_name)
