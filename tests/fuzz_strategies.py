@@ -28,12 +28,12 @@ LONG = os.environ.get("CTCOP_FUZZ", "") == "long"
 # target: (bounded, long) examples. The long profile's reference targets add up to more than 10,000,
 # and every graph runtime gets 10,000 on its own.
 BUDGETS: dict[str, tuple[int, int]] = {
-    "reference": (150, 4000),
-    "openvino_form": (100, 3000),
-    "invalid": (150, 2000),
-    "arbitrary": (100, 1000),
-    "or_nan": (100, 2000),
-    "graph": (60, 10000),
+    "reference": (300, 4000),
+    "openvino_form": (200, 3000),
+    "invalid": (300, 2000),
+    "arbitrary": (200, 1000),
+    "or_nan": (150, 2000),  # each of the two ctc_loss_or_nan tests
+    "graph": (100, 10000),  # per runtime form
     "files": (5, 60),  # mutations per source file; each runs `ctcop validate` and `ctcop eval`
 }
 
@@ -315,7 +315,7 @@ def mask_column(draw: st.DrawFn, frames: int) -> list[int]:
     length = draw(st.integers(0, frames))
     column = [1 if t < length else 0 for t in range(frames)]
     kind = draw(st.integers(0, 9))
-    if frames and kind in (7, 8):
+    if frames and kind == 8:
         column[draw(st.integers(0, frames - 1))] ^= 1
     if frames and kind == 9:
         column[draw(st.integers(0, frames - 1))] = draw(st.sampled_from(BAD_MASK_VALUES))
@@ -324,12 +324,12 @@ def mask_column(draw: st.DrawFn, frames: int) -> list[int]:
 
 @st.composite
 def label_row(draw: st.DrawFn, frames: int, classes: int, dtype: str) -> list[int]:
-    """A row of pads and classes, or (one row in four) with values rule 3.3 refuses."""
+    """A row of pads and classes, or (one row in five) with values rule 3.3 refuses."""
     entry = valid_entries(classes, dtype in SIGNED_INDEX_TYPES)
     if entry.is_empty:
         entry = st.integers(0, max(classes + 2, 0)).filter(lambda v: fits(v, dtype))
     row = draw(st.lists(entry, min_size=frames, max_size=frames))
-    if frames and draw(st.integers(0, 3)) == 0:
+    if frames and draw(st.integers(0, 4)) == 0:
         bad = st.sampled_from(bad_labels(classes, dtype))
         for _ in range(draw(st.integers(1, 2))):
             row[draw(st.integers(0, frames - 1))] = draw(bad)
@@ -413,14 +413,14 @@ def graph_cases(draw: st.DrawFn, float_types: tuple[str, ...], max_t: int = 6, m
     dtype = draw(st.sampled_from(float_types))
     mask_dtype, labels_dtype = draw(st.sampled_from(MASK_TYPES)), draw(st.sampled_from(INDEX_TYPES))
     mask, labels = draw(sample_inputs(frames, n, classes, mask_dtype, labels_dtype, shapes=True))
-    recipe = draw(logits((frames, n, classes), dtype))
+    recipe = draw(logits((frames, n, classes), dtype, specials=draw(st.integers(0, 2)) == 0))
     chosen = draw(attributes())
     batch = Batch(recipe.array(), mask, labels, chosen, recipe)
     if n < 2 or mask.shape != (frames, n) or labels.shape != (n, frames):
         return GraphCase(batch)
     other = draw(st.integers(0, n - 1))
     new_mask, new_labels = draw(sample_inputs(frames, n, classes, mask_dtype, labels_dtype, shapes=False))
-    new_logits = draw(logits((frames, n, classes), dtype))
+    new_logits = draw(logits((frames, n, classes), dtype, specials=draw(st.integers(0, 2)) == 0))
     mask2, labels2 = mask.copy(), labels.copy()
     mask2[:, other], labels2[other] = new_mask[:, other], new_labels[other]
     perturbed = Batch(recipe.with_column(other, new_logits), mask2, labels2, chosen, new_logits)

@@ -131,10 +131,10 @@ FUNCTIONS = {"ctc_loss": 3, "ctc_loss_grad": 3, "ctc_loss_or_nan": 3, "greedy_de
 @given(
     st.sampled_from(sorted(FUNCTIONS)),
     st.one_of(valid_batches(junk=False), openvino_batches()),
-    st.lists(st.tuples(st.integers(0, 4), anything()), min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 4), anything()), max_size=3),
 )
 def test_anything_gives_a_result_or_invalid_input_error_and_nothing_else(function, base, replaced) -> None:
-    """Start from a valid batch of either form, replace some arguments by anything at all."""
+    """Start from a valid batch of either form, replace up to three arguments by anything at all."""
     values = list(base.args() if hasattr(base, "args") else (base.inputs, base.sequence_mask, base.labels))
     values = [*values, None, None][: FUNCTIONS[function]]
     for position, value in replaced:
