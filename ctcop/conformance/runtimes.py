@@ -1,38 +1,78 @@
-"""Runtime adapters: one callable per runtime, each taking the spec's three inputs and attributes.
+"""Runtime adapters: one :class:`Runtime` per runtime, implementing the protocol of :mod:`.protocol`.
 
-Every adapter returns the [N] loss the runtime computes for ``(inputs, sequence_mask, labels)``
-with the given attributes. Exported models are built for the inputs' element types and cached.
-The conformance runner and the tests measure runtimes through these adapters only. The wings
-(onnx, onnxruntime, openvino) are imported inside the adapters that need them.
+``RUNTIMES[name].run(case)`` evaluates a :class:`ctcop.conformance.corpus.CorpusCase` of either
+form and returns the [N] loss (the reference: an :class:`Outcome` with the gradient too), or
+raises :class:`Unsupported` for a case outside what the runtime implements. ``available()`` is
+None when the runtime's libraries import here, else the reason. Calling a runtime,
+``RUNTIMES[name](inputs, sequence_mask, labels, **attributes)``, evaluates spec-form arrays (the
+tests and benchmarks use that). Exported models are built for the inputs' element types (and
+attributes, and the presence of ``blank_index``) and cached. Adapters convert layouts only; for
+a case that must be rejected they pass the inputs on unchanged (ctcop's exported graphs are total
+functions and answer NaN for faulty samples, spec 11.5; the reference raises
+:class:`ctcop.InvalidInputError`). The wings (onnx, onnxruntime, openvino) are imported inside
+the adapters that need them.
+
+Released-form cases (spec 7): the reference evaluates them with ``openvino_ctc_loss``; the raw
+``openvino`` runtime hands the case's own inputs to OpenVINO's CTCLoss-4 (no adapter); the ONNX
+runtimes run :func:`ctcop.onnx.released.released_model` (standard operators in front of ctcop's
+node); ctcop's IR layers implement the time-major form only (Unsupported). bfloat16 logits are
+Unsupported where ctcop's export does not serve them (spec 11.1: ONNX and IR).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import canonical
 from ..attributes import Attributes
-from ..reference import ctc_loss
+from ..reference import ctc_loss, ctc_loss_grad
 from ..schema import form
+from .protocol import Outcome, Unsupported
+
+if TYPE_CHECKING:
+    from .corpus import CorpusCase
 
 Evaluate = Callable[[np.ndarray, np.ndarray, np.ndarray, Attributes], np.ndarray]
+Released = Callable[[Mapping[str, np.ndarray], Attributes], np.ndarray | Outcome]
 Key = tuple[str, str, str, Attributes]
+# The released form's inputs (element types) and whether blank_index is given, for model caches.
+ReleasedKey = tuple[tuple[tuple[str, str], ...], Attributes]
+IR_TIME_MAJOR_ONLY = "ctcop's IR layers implement the spec's time-major form"
+NO_BFLOAT16 = "ctcop's {} export serves float16, float32 and float64 logits, not bfloat16 (spec 11.1)"
+
+
+def _logits_type(case: CorpusCase) -> str:
+    """The logits' element type as the manifest states it (bfloat16 even when stored as bits)."""
+    entries = case.manifest.get("inputs") or []
+    if entries:
+        return str(entries[0]["dtype"])
+    return str(next(iter(case.inputs.values())).dtype.name)
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """A named way of evaluating CTCLoss-4."""
+    """A named way of evaluating CTCLoss-4: ``evaluate`` takes the spec form's arrays,
+    ``released`` the released form's inputs by name (None: such cases are Unsupported, for
+    ``released_unsupported``); ``bfloat16``: why bfloat16 logits are Unsupported ("" when they
+    are served); ``needs``: the modules that must import for it to run; ``spec_outcome``: an
+    evaluation of spec-form cases that gives the gradient too."""
 
     name: str
     description: str
     evaluate: Evaluate
+    released: Released | None = None
+    released_unsupported: str = ""
+    bfloat16: str = ""
+    needs: tuple[str, ...] = ()
+    spec_outcome: Callable[[Mapping[str, np.ndarray], Attributes], Outcome] | None = None
 
     def __call__(
         self, inputs: np.ndarray, sequence_mask: np.ndarray, labels: np.ndarray, **attributes: bool
@@ -40,12 +80,75 @@ class Runtime:
         chosen = Attributes.of(attributes)
         return self.evaluate(np.asarray(inputs), np.asarray(sequence_mask), np.asarray(labels), chosen)
 
+    def available(self) -> str | None:
+        """None when every library the runtime needs imports here; otherwise why not."""
+        for module in self.needs:
+            try:
+                importlib.import_module(module)
+            except Exception as error:  # a library that fails to import, however, is not there
+                return f"{module} does not import: {type(error).__name__}: {error}"
+        return None
+
+    def run(self, case: CorpusCase) -> Outcome | np.ndarray:
+        """The runtime's answer for ``case`` (either form); :class:`Unsupported` outside its scope."""
+        if case.form == "released" and self.released is None:
+            raise Unsupported(self.released_unsupported)
+        logits_type = _logits_type(case)
+        if logits_type == "bfloat16" and self.bfloat16:
+            raise Unsupported(self.bfloat16)
+        x = case.inputs
+        if logits_type == "bfloat16" and next(iter(x.values())).dtype.name != "bfloat16":
+            raise Unsupported("bfloat16 logits need the ml_dtypes package (the corpus stores their bits)")
+        if case.form == "released":
+            assert self.released is not None
+            return self.released(x, case.attributes)
+        if self.spec_outcome is not None:
+            return self.spec_outcome(x, case.attributes)
+        return self.evaluate(x["inputs"], x["sequence_mask"], x["labels"], case.attributes)
+
+
+# -- the reference ---------------------------------------------------------------------------
+
+
+def _reference(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
+    return ctc_loss(inputs, mask, labels, **attributes)
+
+
+def _reference_spec(x: Mapping[str, np.ndarray], attributes: Attributes) -> Outcome:
+    loss, grad = ctc_loss_grad(x["inputs"], x["sequence_mask"], x["labels"], **attributes)
+    return Outcome(loss, grad)
+
+
+def _reference_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> Outcome:
+    from .corpus import reference_grad, reference_loss
+
+    return Outcome(reference_loss("released", x, attributes), reference_grad("released", x, attributes))
+
+
+# -- ONNX models: the spec form's writer and the released form's front -------------------------
+
 
 def _key(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> Key:
     return (inputs.dtype.name, mask.dtype.name, labels.dtype.name, attributes)
 
 
-def _model_bytes(key: Key) -> bytes:
+def _released_key(x: Mapping[str, np.ndarray], attributes: Attributes) -> ReleasedKey:
+    """The element types of the released inputs present, in port order, and the attributes."""
+    names = form("openvino").input_names
+    return tuple((name, np.asarray(x[name]).dtype.name) for name in names if name in x), attributes
+
+
+def _released_bytes(key: ReleasedKey) -> bytes:
+    from ..onnx.released import released_model
+
+    types, attributes = key
+    dtypes = dict(types)
+    logits = dtypes.pop("logits")
+    model = released_model(dtype=logits, index_dtype=dtypes, blank_index="blank_index" in dtypes, attributes=attributes)
+    return bytes(model.SerializeToString())
+
+
+def _spec_bytes(key: Key) -> bytes:
     from ..onnx import onnx_model
 
     dtype, mask_dtype, labels_dtype, attributes = key
@@ -53,16 +156,18 @@ def _model_bytes(key: Key) -> bytes:
     return bytes(model.SerializeToString())
 
 
+@cache
+def _model_bytes(key: Key | ReleasedKey) -> bytes:
+    """The serialized ONNX model of a spec-form ``Key`` or a released-form ``ReleasedKey``."""
+    return _released_bytes(key) if len(key) == 2 else _spec_bytes(key)
+
+
 def _feeds(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
     return dict(zip(form("time_major").input_names, (inputs, mask, labels), strict=True))
 
 
-def _reference(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
-    return ctc_loss(inputs, mask, labels, **attributes)
-
-
 @cache
-def _ort_session(key: Key) -> Any:
+def _ort_session(key: Key | ReleasedKey) -> Any:
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -76,8 +181,13 @@ def _onnxruntime(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attri
     return result
 
 
+def _onnxruntime_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> np.ndarray:
+    result: np.ndarray = _ort_session(_released_key(x, attributes)).run(None, dict(x))[0]
+    return result
+
+
 @cache
-def _onnx_reference_evaluator(key: Key) -> Any:
+def _onnx_reference_evaluator(key: Key | ReleasedKey) -> Any:
     from onnx.reference import ReferenceEvaluator
 
     return ReferenceEvaluator(_model_bytes(key))
@@ -90,8 +200,33 @@ def _onnx_reference(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, at
     return result
 
 
-@cache
-def _openvino_onnx_model(key: Key) -> Any:
+def _onnx_reference_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> np.ndarray:
+    evaluator = _onnx_reference_evaluator(_released_key(x, attributes))
+    with np.errstate(all="ignore"):
+        result: np.ndarray = evaluator.run(None, dict(x))[0]
+    return result
+
+
+_COMPILED: dict[tuple[Any, ...], Any] = {}
+
+
+def _infer(build: Callable[..., Any], key: tuple[Any, ...], inputs: Any) -> np.ndarray:
+    """The first output of the compiled model ``build(*key)`` on ``inputs``. Compiled models are
+    cached by builder and key, and a failed inference drops its model: OpenVINO's CPU plugin
+    fails every later inference of a compiled model whose shape inference once failed, on any
+    input, with the first failure's message (openvino 2026.4; a fresh infer request does not help)."""
+    cache_key = (build.__name__, *key)
+    compiled = _COMPILED.get(cache_key)
+    if compiled is None:
+        compiled = _COMPILED[cache_key] = build(*key)
+    try:
+        return np.asarray(compiled(inputs)[0])
+    except Exception:
+        del _COMPILED[cache_key]
+        raise
+
+
+def _openvino_onnx_model(key: Key | ReleasedKey) -> Any:
     from ..openvino import openvino_core
 
     with tempfile.TemporaryDirectory() as folder:
@@ -102,11 +237,16 @@ def _openvino_onnx_model(key: Key) -> Any:
 
 
 def _openvino_onnx(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
-    compiled = _openvino_onnx_model(_key(inputs, mask, labels, attributes))
-    return np.asarray(compiled([inputs, mask, labels])[0])
+    return _infer(_openvino_onnx_model, (_key(inputs, mask, labels, attributes),), [inputs, mask, labels])
 
 
-@cache
+def _openvino_onnx_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> np.ndarray:
+    return _infer(_openvino_onnx_model, (_released_key(x, attributes),), dict(x))
+
+
+# -- ctcop's IR ------------------------------------------------------------------------------
+
+
 def _openvino_ir_model(key: Key, ir_form: str) -> Any:
     """ctcop's IR, saved and read back: by a stock Core for the lowered form (it needs nothing
     else), by a Core with ctcop's extensions for the custom-op form."""
@@ -125,29 +265,48 @@ def _openvino_ir_model(key: Key, ir_form: str) -> Any:
 
 def _openvino_ir(ir_form: str) -> Evaluate:
     def evaluate(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
-        compiled = _openvino_ir_model(_key(inputs, mask, labels, attributes), ir_form)
-        return np.asarray(compiled([inputs, mask, labels])[0])
+        key = (_key(inputs, mask, labels, attributes), ir_form)
+        return _infer(_openvino_ir_model, key, [inputs, mask, labels])
 
     return evaluate
 
 
-@cache
-def _openvino_native_model(dtype: str, attributes: Attributes) -> Any:
+# -- OpenVINO's native CTCLoss-4, unguarded ----------------------------------------------------
+
+
+def _element_type(dtype: str) -> Any:
+    """OpenVINO's element type for a numpy type name (bfloat16 has no numpy type OpenVINO knows)."""
+    import openvino
+
+    return openvino.Type.bf16 if dtype == "bfloat16" else np.dtype(dtype)
+
+
+def _ov_input(array: np.ndarray) -> Any:
+    """``array`` as OpenVINO takes it: bfloat16 as a bf16 Tensor over its bits."""
+    if array.dtype.name != "bfloat16":
+        return array
+    import openvino
+
+    return openvino.Tensor(np.ascontiguousarray(array).view(np.uint16), array.shape, openvino.Type.bf16)
+
+
+def _ov_output(result: Any, dtype: np.dtype[Any]) -> np.ndarray:
+    """OpenVINO's output as an array of ``dtype`` (a bf16 output comes back as float16-typed bits)."""
+    array = np.asarray(result)
+    if dtype.name == "bfloat16" and array.dtype != dtype:
+        return array.view(np.uint16).view(dtype)
+    return array
+
+
+def _openvino_native_model(key: ReleasedKey) -> Any:
+    """OpenVINO's opset4 CTCLoss over parameters of the given element types (dynamic shapes)."""
     import openvino
     import openvino.opset4 as opset4
 
-    parameters = [
-        opset4.parameter([-1, -1, -1], np.dtype(dtype), name="logits"),
-        opset4.parameter([-1], np.int64, name="logit_length"),
-        opset4.parameter([-1, -1], np.int64, name="labels"),
-        opset4.parameter([-1], np.int64, name="label_length"),
-    ]
-    node = opset4.ctc_loss(
-        *parameters,
-        preprocess_collapse_repeated=attributes["preprocess_collapse_repeated"],
-        ctc_merge_repeated=attributes["merge_repeated"],
-        unique=False,
-    )
+    types, attributes = key
+    ranks = {"logits": 3, "logit_length": 1, "labels": 2, "label_length": 1, "blank_index": 0}
+    parameters = [opset4.parameter([-1] * ranks[name], _element_type(dtype), name=name) for name, dtype in types]
+    node = opset4.ctc_loss(*parameters, **attributes)
     return openvino.Core().compile_model(openvino.Model([node], parameters), "CPU")
 
 
@@ -166,34 +325,83 @@ def openvino_native_inputs(
     return np.ascontiguousarray(inputs.transpose(1, 0, 2)), batch.lengths, targets, batch.target_lengths
 
 
+def _openvino_native_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> np.ndarray:
+    """The case's own inputs, as they are, to OpenVINO's CTCLoss-4 with the case's attributes."""
+    feeds = {name: _ov_input(np.asarray(value)) for name, value in x.items()}
+    result = _infer(_openvino_native_model, (_released_key(x, attributes),), feeds)
+    return _ov_output(result, np.asarray(x["logits"]).dtype)
+
+
 def _openvino_native(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
-    compiled = _openvino_native_model(inputs.dtype.name, attributes)
-    return np.asarray(compiled(list(openvino_native_inputs(inputs, mask, labels)))[0])
+    names = form("openvino").input_names
+    released = dict(zip(names, openvino_native_inputs(inputs, mask, labels), strict=False))
+    chosen = Attributes.of(
+        {
+            "preprocess_collapse_repeated": attributes["preprocess_collapse_repeated"],
+            "ctc_merge_repeated": attributes["merge_repeated"],
+        },
+        form_name="openvino",
+    )
+    return _openvino_native_released(released, chosen)
 
 
 RUNTIMES: dict[str, Runtime] = {
     runtime.name: runtime
     for runtime in (
-        Runtime("reference", "ctcop's exact float64 evaluator", _reference),
+        Runtime(
+            "reference",
+            "ctcop's exact float64 evaluator (loss and gradient)",
+            _reference,
+            released=_reference_released,
+            spec_outcome=_reference_spec,
+        ),
         Runtime(
             "onnxruntime",
             "exported ONNX model (model-local function) on onnxruntime's CPU provider",
             _onnxruntime,
+            released=_onnxruntime_released,
+            bfloat16=NO_BFLOAT16.format("ONNX"),
+            needs=("onnx", "onnxruntime"),
         ),
-        Runtime("onnx-reference", "exported ONNX model on onnx.reference.ReferenceEvaluator", _onnx_reference),
+        Runtime(
+            "onnx-reference",
+            "exported ONNX model on onnx.reference.ReferenceEvaluator",
+            _onnx_reference,
+            released=_onnx_reference_released,
+            bfloat16=NO_BFLOAT16.format("ONNX"),
+            needs=("onnx", "onnx.reference"),
+        ),
         Runtime(
             "openvino-onnx",
             "exported ONNX model read by OpenVINO with ctcop's extension, CPU device",
             _openvino_onnx,
+            released=_openvino_onnx_released,
+            bfloat16=NO_BFLOAT16.format("ONNX"),
+            needs=("onnx", "openvino"),
         ),
-        Runtime("openvino", "OpenVINO's native CTCLoss-4 on the CPU device, layout adapters only", _openvino_native),
+        Runtime(
+            "openvino",
+            "OpenVINO's native CTCLoss-4 on the CPU device: released cases as they are, spec cases "
+            "through layout adapters only",
+            _openvino_native,
+            released=_openvino_native_released,
+            needs=("openvino",),
+        ),
         Runtime(
             "openvino-ir",
             "ctcop's lowered IR (stock operators and guards) on stock OpenVINO, CPU",
             _openvino_ir("lowered"),
+            released_unsupported=IR_TIME_MAJOR_ONLY,
+            bfloat16=NO_BFLOAT16.format("IR"),
+            needs=("openvino",),
         ),
         Runtime(
-            "openvino-custom", "ctcop's custom-op IR layer (CTCLoss, ctcop1) in OpenVINO, CPU", _openvino_ir("custom")
+            "openvino-custom",
+            "ctcop's custom-op IR layer (CTCLoss, ctcop1) in OpenVINO, CPU",
+            _openvino_ir("custom"),
+            released_unsupported=IR_TIME_MAJOR_ONLY,
+            bfloat16=NO_BFLOAT16.format("IR"),
+            needs=("openvino",),
         ),
     )
 }

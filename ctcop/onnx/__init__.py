@@ -10,6 +10,17 @@ never OpenVINO or the conformance wing.
 from .attach import attach_onnx
 from .files import load_onnx, save_onnx
 from .function import DOMAIN, MIN_OPSET, OP_TYPE, ctc_loss_function
+from .released import released_model
 from .writer import onnx_model
 
-__all__ = ["DOMAIN", "MIN_OPSET", "OP_TYPE", "attach_onnx", "ctc_loss_function", "load_onnx", "onnx_model", "save_onnx"]
+__all__ = [
+    "DOMAIN",
+    "MIN_OPSET",
+    "OP_TYPE",
+    "attach_onnx",
+    "ctc_loss_function",
+    "load_onnx",
+    "onnx_model",
+    "released_model",
+    "save_onnx",
+]

@@ -1,0 +1,256 @@
+"""The released OpenVINO form (spec section 7) as an ONNX model: standard operators in front of
+ctcop's ``ai.ctcop.CTCLoss`` node and its model-local function (spec 11.6).
+
+Graph inputs ``logits`` [N, T, C], ``logit_length`` [N], ``labels`` [N, T], ``label_length`` [N]
+and, when asked for, the scalar ``blank_index``; output ``loss`` [N]. The front computes:
+
+* lengths, labels and ``blank_index`` read as float64 (exact for every value that can be valid;
+  no cast wraps), the lengths and labels cut (Slice first, see spec 11.4) and padded to [N] and
+  [N, T] with N, T, C from ``logits``;
+* faults (spec 11.5, released form): sample i is faulty when ``logit_length[i]`` or
+  ``label_length[i]`` lies outside [0, T] or an entry of its prefix ``labels[i, :label_length[i]]``
+  is not a class in [0, C-1] other than the blank; every sample is faulty when ``blank_index``
+  lies outside [0, C-1] or the lengths or labels disagree with [N] and [N, T];
+* the time-major inputs: ``logits`` with the blank class moved to the last position (a Gather
+  along C with the classes 0..b-1, b+1..C-1, b; only when the model has ``blank_index``),
+  transposed to [T, N, C]; ``sequence_mask`` [T, N] from ``logit_length``; ``labels`` [N, T] with
+  the prefix's classes above b renumbered down by one and every other entry -1; with ``unique``
+  only the first occurrence of each class in the prefix is kept (an [N, W, W] equality with a
+  strict lower triangle, W the longest prefix). A faulty sample is passed on as a valid empty
+  one (mask 0, labels -1), so nothing out of range reaches an index, and its loss is NaN;
+* the node: ``merge_repeated`` = ``ctc_merge_repeated``; ``preprocess_collapse_repeated`` passed
+  through, false with ``unique`` (first occurrences hold no adjacent repeats, and
+  unique(collapse(x)) = unique(x)).
+
+The NaN for faults is set after the node (a Where), not encoded as an invalid time-major sample:
+with T = 0 a sample has no mask entry or label position that could carry the fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from ..attributes import Attributes
+from ..errors import InvalidInputError
+from ..options import Dim, ExportOptions
+from ..schema import form, type_constraint
+from . import function
+from .graph import GraphBuilder
+from .writer import checked_opset, value_info, with_function
+
+RELEASED = "openvino"
+BOOL, INT32, INT64, DOUBLE = TensorProto.BOOL, TensorProto.INT32, TensorProto.INT64, TensorProto.DOUBLE
+# The element type of the sequence_mask the front hands to the node.
+NODE_MASK_DTYPE = "int32"
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """Sizes of ``logits`` [N, T, C]: 1-element shapes, T as a float64 scalar, C as an int64 scalar."""
+
+    batch: str
+    frames: str
+    classes: str
+    frame_count: str
+    class_count: str
+
+    @classmethod
+    def of(cls, g: GraphBuilder, logits: str) -> _Sizes:
+        batch, frames, classes = (g.Shape(logits, start=i, end=i + 1) for i in range(3))
+        frame_count = g.Cast(g.Squeeze(frames, g.i64([0])), to=DOUBLE)
+        return cls(batch, frames, classes, frame_count, g.Squeeze(classes, g.i64([0])))
+
+
+def _fitted(g: GraphBuilder, values: str, shape: str, rank: int) -> str:
+    """Rank-``rank`` ``values`` of any integer type cut and padded with 0 to ``shape``, as float64.
+    The Slice comes first: onnxruntime plans no buffer from the declared dimensions then."""
+    zeros, axes = g.i64([0] * rank), g.i64(list(range(rank)))
+    cut = g.Slice(values, zeros, shape, axes)
+    pads = g.Concat(zeros, g.Sub(shape, g.Shape(cut)), axis=0)
+    return g.Pad(g.Cast(cut, to=DOUBLE), pads, g.const(0.0, np.float64))
+
+
+def _any(g: GraphBuilder, flags: str, axis: int) -> str:
+    """True where ``flags`` holds anywhere along ``axis`` (a sum: defined for length 0)."""
+    return g.Greater(g.ReduceSum(g.Cast(flags, to=INT64), g.i64([axis]), keepdims=0), g.i64(0))
+
+
+def _within(g: GraphBuilder, values: str, low: str, high: str) -> str:
+    return g.And(g.GreaterOrEqual(values, low), g.LessOrEqual(values, high))
+
+
+def _blank(g: GraphBuilder, blank_index: str | None, sizes: _Sizes) -> tuple[str, str]:
+    """The blank class as a float64 scalar (C-1 when absent or out of range) and the batch fault
+    of a ``blank_index`` outside [0, C-1] (rule 7.1) or of a rank other than 0."""
+    last = g.Cast(g.Sub(sizes.class_count, g.i64(1)), to=DOUBLE)
+    if blank_index is None:
+        return last, g.const(False, np.bool_)
+    # onnxruntime and onnx.reference take any rank for a declared scalar: another rank is a fault.
+    scalar = g.Equal(g.Size(g.Shape(blank_index)), g.i64(0))
+    first = g.Concat(g.Reshape(g.Cast(blank_index, to=DOUBLE), g.i64([-1])), g.Reshape(last, g.i64([1])), axis=0)
+    value = g.Gather(first, g.i64(0), axis=0)
+    valid = g.And(scalar, _within(g, value, g.const(0.0, np.float64), last))
+    return g.Where(valid, value, last), g.Not(valid)
+
+
+def _time_major_logits(g: GraphBuilder, logits: str, blank: str | None, sizes: _Sizes) -> str:
+    """``logits`` [N, T, C] as [T, N, C] with class ``blank`` (a float64 scalar) moved last."""
+    values = logits
+    if blank is not None:
+        b = g.Cast(blank, to=INT64)
+        classes = g.Range(g.i64(0), sizes.class_count, g.i64(1))
+        shifted = g.Add(classes, g.Cast(g.GreaterOrEqual(classes, b), to=INT64))
+        order = g.Where(g.Equal(classes, g.Sub(sizes.class_count, g.i64(1))), b, shifted)
+        values = g.Gather(values, order, axis=2)
+    return g.Transpose(values, perm=[1, 0, 2])
+
+
+@dataclass(frozen=True)
+class _Front:
+    """What the node is given, and the faults [N] whose loss the model sets to NaN."""
+
+    mask: str
+    labels: str
+    faults: str
+
+
+def _first_occurrences(g: GraphBuilder, values: str, keep: str, width: str) -> str:
+    """``keep`` [N, T] less every kept entry whose value a kept entry before it already holds
+    (``unique``), compared over the first ``width`` [1] columns only (no entry is kept beyond)."""
+    axis1 = g.i64([1])
+    head = g.Slice(values, g.i64([0]), width, axis1)
+    kept = g.Slice(keep, g.i64([0]), width, axis1)
+    positions = g.Range(g.i64(0), g.Squeeze(width, g.i64([0])), g.i64(1))
+    earlier = g.Less(g.Unsqueeze(positions, g.i64([0])), g.Unsqueeze(positions, g.i64([1])))  # [j, k]: k < j
+    same = g.Equal(g.Unsqueeze(head, g.i64([2])), g.Unsqueeze(head, axis1))  # [N, j, k]
+    repeats = g.And(g.And(same, earlier), g.Unsqueeze(kept, axis1))
+    first = g.And(kept, g.Not(_any(g, repeats, 2)))
+    rest = g.Slice(keep, width, g.i64([np.iinfo(np.int64).max]), axis1)
+    return g.Concat(first, rest, axis=1)
+
+
+def _front(
+    g: GraphBuilder, names: Mapping[str, str], blank: str, batch_fault: str, unique: bool, sizes: _Sizes
+) -> _Front:
+    """Faults (rules 7.1, 7.2, 11.5), the mask from ``logit_length`` and the node's labels."""
+    zero = g.const(0.0, np.float64)
+    both = g.Concat(sizes.batch, sizes.frames, axis=0)
+    lengths = _fitted(g, names["logit_length"], sizes.batch, 1)
+    target_lengths = _fitted(g, names["label_length"], sizes.batch, 1)
+    values = _fitted(g, names["labels"], both, 2)
+    positions = g.Cast(g.Range(g.i64(0), g.Squeeze(sizes.frames, g.i64([0])), g.i64(1)), to=DOUBLE)
+    in_prefix = g.Less(g.Unsqueeze(positions, g.i64([0])), g.Unsqueeze(target_lengths, g.i64([1])))
+    last_class = g.Cast(g.Sub(sizes.class_count, g.i64(1)), to=DOUBLE)
+    label_ok = g.And(_within(g, values, zero, last_class), g.Not(g.Equal(values, blank)))
+    sample_faults = g.Or(
+        g.Or(
+            g.Not(_within(g, lengths, zero, sizes.frame_count)),
+            g.Not(_within(g, target_lengths, zero, sizes.frame_count)),
+        ),
+        _any(g, g.And(in_prefix, g.Not(label_ok)), 1),
+    )
+    faults = g.Or(sample_faults, batch_fault)
+    keep = g.And(g.And(in_prefix, label_ok), g.Not(g.Unsqueeze(faults, g.i64([1]))))
+    if unique:
+        kept_lengths = g.Where(faults, zero, target_lengths)
+        width = g.ReduceMax(g.Concat(kept_lengths, g.const([0.0], np.float64), axis=0), g.i64([0]), keepdims=1)
+        keep = _first_occurrences(g, values, keep, g.Cast(width, to=INT64))
+    renumbered = g.Sub(values, g.Cast(g.Greater(values, blank), to=DOUBLE))
+    labels = g.Cast(g.Where(keep, renumbered, g.const(-1.0, np.float64)), to=INT64)
+    active = g.Less(g.Unsqueeze(positions, g.i64([1])), g.Unsqueeze(lengths, g.i64([0])))
+    mask = g.Cast(g.And(active, g.Not(g.Unsqueeze(faults, g.i64([0])))), to=INT32)
+    return _Front(mask, labels, faults)
+
+
+def _shape_fault(g: GraphBuilder, names: Mapping[str, str], sizes: _Sizes) -> str:
+    """True when ``logit_length``, ``labels`` or ``label_length`` is not [N], [N, T], [N]."""
+    actual = g.Concat(*(g.Shape(names[port]) for port in ("logit_length", "labels", "label_length")), axis=0)
+    declared = g.Concat(sizes.batch, sizes.batch, sizes.frames, sizes.batch, axis=0)
+    return _any(g, g.Not(g.Equal(actual, declared)), 0)
+
+
+def node_attributes(attributes: Attributes) -> Attributes:
+    """The time-major node's attributes for the released form's ``attributes`` (see the module)."""
+    collapse = attributes["preprocess_collapse_repeated"] and not attributes["unique"]
+    return Attributes.of({"preprocess_collapse_repeated": collapse, "merge_repeated": attributes["ctc_merge_repeated"]})
+
+
+def released_nodes(attributes: Attributes, with_blank_index: bool) -> list[onnx.NodeProto]:
+    """The graph's nodes: the front over the schema's released input names, the node, the NaNs."""
+    names = {name: name for name in form(RELEASED).input_names}
+    g = GraphBuilder("released_")
+    sizes = _Sizes.of(g, names["logits"])
+    blank, blank_fault = _blank(g, names["blank_index"] if with_blank_index else None, sizes)
+    batch_fault = g.Or(blank_fault, _shape_fault(g, names, sizes))
+    logits = _time_major_logits(g, names["logits"], blank if with_blank_index else None, sizes)
+    front = _front(g, names, blank, batch_fault, attributes["unique"], sizes)
+    loss = g.fresh("node_loss")
+    node = helper.make_node(
+        function.OP_TYPE, [logits, front.mask, front.labels], [loss], name="ctcop_ctc_loss", domain=function.DOMAIN
+    )
+    node.attribute.extend(helper.make_attribute(k, int(v)) for k, v in node_attributes(attributes).items())
+    g.nodes.append(node)
+    nan = g.CastLike(g.const(np.nan, np.float64), loss)
+    g.node("Where", [front.faults, nan, loss], [form(RELEASED).output_name])
+    return g.nodes
+
+
+def _index_types(index_dtype: str | Mapping[str, str]) -> dict[str, str]:
+    ports = form(RELEASED).input_names[1:]
+    chosen = {port: index_dtype for port in ports} if isinstance(index_dtype, str) else dict(index_dtype)
+    allowed = type_constraint("T_IND")
+    for port in ports:
+        if chosen.get(port, "int64") not in allowed:
+            raise InvalidInputError(port, f"unknown element type {chosen[port]!r}; one of {', '.join(allowed)}")
+    return {port: chosen.get(port, "int64") for port in ports}
+
+
+def released_model(
+    *,
+    dtype: str = "float32",
+    index_dtype: str | Mapping[str, str] = "int64",
+    dims: tuple[Dim, Dim, Dim] = ("N", "T", "C"),
+    blank_index: bool = False,
+    attributes: Mapping[str, Any] | None = None,
+    opset: int = function.MIN_OPSET,
+) -> onnx.ModelProto:
+    """The released OpenVINO CTCLoss-4 (spec 7) as an ONNX model: inputs ``logits`` [N,T,C],
+    ``logit_length`` [N], ``labels`` [N,T], ``label_length`` [N] and, if ``blank_index``, a scalar
+    ``blank_index``; output ``loss`` [N]. ``dtype``: float16/float32/float64 (not bfloat16, spec
+    11.1); ``index_dtype``: the integer type of the other inputs, or a mapping from their names to
+    types; ``dims`` (N, T, C): ints or symbolic names; ``attributes``: the released form's
+    ``preprocess_collapse_repeated``, ``ctc_merge_repeated``, ``unique``. A total function (spec
+    11.5): NaN for faulty samples, every loss NaN for a bad ``blank_index`` or disagreeing shapes.
+    """
+    chosen = Attributes.of(attributes, form_name=RELEASED)
+    n, t, c = dims
+    options = ExportOptions.of(
+        dtype=dtype,
+        mask_dtype=NODE_MASK_DTYPE,
+        labels_dtype="int64",
+        dims=(t, n, c),
+        attributes=node_attributes(chosen),
+    )
+    types = _index_types(index_dtype)
+    chosen_opset = checked_opset(opset)
+    spec = form(RELEASED)
+    logits, *_ = spec.input_names
+    n, t, c = options.dims[1], options.dims[0], options.dims[2]
+    shapes = {"logit_length": [n], "labels": [n, t], "label_length": [n], "blank_index": []}
+    inputs = [value_info(logits, options.dtype, [n, t, c])]
+    inputs += [value_info(port, types[port], shapes[port]) for port in spec.input_names[1:4]]
+    if blank_index:
+        inputs.append(value_info("blank_index", types["blank_index"], []))
+    graph = helper.make_graph(
+        released_nodes(chosen, blank_index),
+        "ctcop_released_ctc_loss",
+        inputs,
+        [value_info(spec.output_name, options.dtype, [n])],
+    )
+    return with_function(helper.make_model(graph, producer_name="ctcop"), options, chosen_opset)
