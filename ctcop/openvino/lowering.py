@@ -41,6 +41,7 @@ import openvino.opset15 as ops
 
 DUMMY_LOG_PROB = -1.0e4
 WIDE = 2.0**31  # a label at or beyond this (read as float32) is never a class
+NARROWED = (ov.Type.i64, ov.Type.u64, ov.Type.u32)  # what the CPU plugin wraps to int32 (D6)
 
 
 def _i64(value: object) -> ov.Node:
@@ -97,9 +98,6 @@ def label_codes(labels: ov.Output, classes: ov.Output, shape: ov.Output) -> tupl
     )
     codes = _fit(ops.select(ops.logical_or(out_of_range, not_class), _i64(-2), values), shape, _i64(-1))
     return codes, ops.reduce_logical_or(ops.equal(codes, _i64(-2)), _i64([1]), keep_dims=False)
-
-
-NARROWED = (ov.Type.i64, ov.Type.u64, ov.Type.u32)  # what the CPU plugin wraps to int32 (D6)
 
 
 def runtime_nan(like: ov.Output) -> ov.Node:
