@@ -1,0 +1,234 @@
+"""PyTorch's ``ctc_loss`` in ``openvino.convert_model``: a PyTorch-frontend ConversionExtension.
+
+OpenVINO's PyTorch frontend has no rule for ``aten::ctc_loss``. :func:`torch_extensions` gives
+one, for ``aten::ctc_loss`` and for ctcop's custom op ``ctcop::ctc_loss``
+(:mod:`ctcop.torch.custom_op`): the mapping of spec section 14 (:mod:`ctcop.torch.semantics`,
+restated here in OpenVINO operators) around the guarded lowering of CTCLoss-4
+(:func:`ctcop.openvino.lowering.lower`), so a converted model never reaches the native kernel's
+defects (spec 12.2) and computes what PyTorch computes. Like the lowering it is a total function:
+where PyTorch raises for the values of the lengths or targets, the samples concerned are NaN;
++inf and NaN are made at run time (G8); integer inputs are range-checked on a float32 copy before
+the CPU plugin's narrowing to int32 can wrap them (G7, D6).
+
+Importing ``openvino.frontend.pytorch`` imports torch, so this module is loaded only when
+:func:`ctcop.openvino.openvino_extensions` is asked for the PyTorch rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import openvino as ov
+import openvino.opset15 as ops
+
+from ..torch.semantics import DEAD_LOSS, STAND_IN_GAP, ArgumentFacts, TorchCtcCall, checked_call
+from .lowering import lower, runtime_nan
+from .types import type_name
+
+OPERATIONS = ("aten::ctc_loss", "ctcop::ctc_loss")
+LIST_NODE = "SequenceMark"  # how the PyTorch frontend hands over a list (a Python int list traced)
+
+
+def _i64(value: object) -> ov.Node:
+    return ops.constant(np.asarray(value, dtype=np.int64))
+
+
+def _like(value: float, like: ov.Output) -> ov.Node:
+    return ops.convert_like(ops.constant(np.asarray(value, dtype=np.float32)), like)
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """T, N, C as 1-element int64 tensors, and their float32 copies (for range checks)."""
+
+    frames: ov.Node
+    batch: ov.Node
+    classes: ov.Node
+
+    @classmethod
+    def of(cls, x: ov.Output) -> _Sizes:
+        dims = ops.shape_of(x, "i64")
+        return cls(*(ops.gather(dims, _i64([axis]), _i64(0)) for axis in range(3)))
+
+
+def _fit(values: ov.Node | ov.Output, rank: int, axis: int, length: ov.Output, fill: ov.Node) -> ov.Node:
+    """``values`` of rank ``rank`` cut or padded with ``fill`` along ``axis`` to ``length`` [1]."""
+    cut = ops.slice(values, _i64([0]), length, _i64([1]), _i64([axis]))
+    ends: list[ov.Node] = [_i64([0])] * rank
+    ends[axis] = ops.subtract(length, ops.gather(ops.shape_of(cut, "i64"), _i64([axis]), _i64(0)))
+    return ops.pad(cut, _i64([0] * rank), ops.concat(ends, 0), "constant", fill)
+
+
+def _differs(values: ov.Output, axis: int, length: ov.Output) -> ov.Node:
+    """Scalar: axis ``axis`` of ``values`` is not ``length`` long."""
+    size = ops.gather(ops.shape_of(values, "i64"), _i64([axis]), _i64(0))
+    return ops.squeeze(ops.not_equal(size, length), _i64([0]))
+
+
+def _as_float(values: ov.Output) -> ov.Node:
+    return ops.convert(values, "f32")
+
+
+@dataclass(frozen=True)
+class _Lengths:
+    """The lengths [N] as float32 (exact range tests) and int64 (exact where in range), cut or
+    padded with 0, and the scalar fault of a length vector that is not N long."""
+
+    frames: ov.Node
+    targets: ov.Node
+    frames_f: ov.Node
+    targets_f: ov.Node
+    batch_fault: ov.Node
+
+
+def _lengths(input_lengths: ov.Output, target_lengths: ov.Output, sizes: _Sizes) -> _Lengths:
+    flat = [ops.reshape(v, _i64([-1]), special_zero=False) for v in (input_lengths, target_lengths)]
+    fault = ops.logical_or(_differs(flat[0], 0, sizes.batch), _differs(flat[1], 0, sizes.batch))
+    floats = [_fit(_as_float(v), 1, 0, sizes.batch, ops.constant(np.float32(0))) for v in flat]
+    ints = [_fit(ops.convert(v, "i64"), 1, 0, sizes.batch, _i64(0)) for v in flat]
+    return _Lengths(ints[0], ints[1], floats[0], floats[1], fault)
+
+
+def _padded_rows(targets: ov.Output, lengths: _Lengths, sizes: _Sizes) -> tuple[ov.Node, ov.Node, ov.Node]:
+    """Padded targets as rows [N, T] (float32 and int64 copies) and the faults [N]: a length over
+    S, or a targets batch that is not N (every sample)."""
+    width = _as_float(ops.gather(ops.shape_of(targets, "i64"), _i64([1]), _i64(0)))
+    copies = ((_as_float(targets), ops.constant(np.float32(-1))), (ops.convert(targets, "i64"), _i64(-1)))
+    rows = [_fit(_fit(v, 2, 0, sizes.batch, fill), 2, 1, sizes.frames, fill) for v, fill in copies]
+    faults = ops.logical_or(ops.greater(lengths.targets_f, width), _differs(targets, 0, sizes.batch))
+    return rows[0], rows[1], faults
+
+
+def _concatenated_rows(targets: ov.Output, lengths: _Lengths, sizes: _Sizes) -> tuple[ov.Node, ov.Node, ov.Node]:
+    """Concatenated targets as rows [N, T] and the faults [N]: every sample when a length is
+    negative or beyond the concatenation, or the lengths do not add up to its size."""
+    flat = ops.reshape(targets, _i64([-1]), special_zero=False)
+    size = ops.shape_of(flat, "i64")
+    offsets = ops.cumsum(lengths.targets, _i64(0), exclusive=True)
+    columns = ops.range(_i64(0), ops.squeeze(sizes.frames, _i64([0])), _i64(1), "i64")
+    index = ops.add(ops.unsqueeze(offsets, _i64([1])), ops.unsqueeze(columns, _i64([0])))
+    index = ops.minimum(ops.maximum(index, _i64(0)), size)
+    copies = ((_as_float(flat), ops.constant(np.asarray([-1], np.float32))), (ops.convert(flat, "i64"), _i64([-1])))
+    rows = [ops.gather(ops.concat([v, pad], 0), index, _i64(0)) for v, pad in copies]
+    negative = ops.less(lengths.targets_f, ops.constant(np.float32(0)))
+    out_of_range = ops.logical_or(negative, ops.greater(lengths.targets_f, _as_float(size)))
+    wrong_sum = ops.not_equal(ops.reduce_sum(lengths.targets, _i64([0]), keep_dims=True), size)
+    everything = ops.logical_or(
+        ops.reduce_logical_or(out_of_range, _i64([0]), False), ops.squeeze(wrong_sum, _i64([0]))
+    )
+    return rows[0], rows[1], ops.broadcast(everything, sizes.batch)
+
+
+def _labels(rows_f: ov.Output, rows: ov.Output, lengths: _Lengths, blank: int, sizes: _Sizes) -> ov.Node:
+    """CTCLoss-4 labels [N, T]: inside each target a class above ``blank`` down by one, ``blank``
+    itself C-1, any value outside [0, C) -2 (invalid: NaN by rule 3.3); -1 outside."""
+    columns = ops.range(_i64(0), ops.squeeze(sizes.frames, _i64([0])), _i64(1), "i64")
+    inside = ops.less(ops.unsqueeze(columns, _i64([0])), ops.unsqueeze(lengths.targets, _i64([1])))
+    non_negative = ops.greater_equal(rows_f, ops.constant(np.float32(0)))
+    is_class = ops.logical_and(non_negative, ops.less(rows_f, _as_float(sizes.classes)))
+    shifted = ops.subtract(rows, ops.convert(ops.greater(rows, _i64(blank)), "i64"))
+    moved = ops.select(ops.equal(rows, _i64(blank)), ops.subtract(sizes.classes, _i64([1])), shifted)
+    return ops.select(inside, ops.select(is_class, moved, _i64(-2)), _i64(-1))
+
+
+def _blank_last(values: ov.Output, blank: int, classes: int | None) -> ov.Output:
+    """[T, N, C] ``values`` with class ``blank`` moved last (a Gather when C is static)."""
+    if classes == blank + 1:
+        return values
+    if classes is not None:
+        return ops.gather(values, _i64([c for c in range(classes) if c != blank] + [blank]), _i64(2)).output(0)
+    parts = [(blank, blank + 1), (0, blank), (blank + 1, np.iinfo(np.int64).max)]
+    slices = [ops.slice(values, _i64([a]), _i64([b]), _i64([1]), _i64([2])) for a, b in parts]
+    return ops.concat([slices[1], slices[2], slices[0]], 2).output(0)
+
+
+def _logits(x: ov.Output, blank: int, classes: int | None) -> tuple[ov.Output, ov.Node]:
+    """CTCLoss-4's logits (f32 or f64; -inf replaced by the frame's top minus STAND_IN_GAP; the
+    blank last) and the frame tops [T, N, 1] (0 for a frame of -inf only)."""
+    values = x if x.get_element_type() in (ov.Type.f32, ov.Type.f64) else ops.convert(x, "f32").output(0)
+    negative = {"detect_positive": False, "detect_negative": True}
+    top = ops.reduce_max(values, _i64([2]), keep_dims=True)
+    top = ops.select(ops.is_inf(top, negative), _like(0.0, values), top)
+    stand_in = ops.subtract(top, _like(STAND_IN_GAP, values))
+    replaced = ops.select(ops.is_inf(values, negative), stand_in, values)
+    return _blank_last(replaced.output(0), blank, classes), top
+
+
+def _correction(logits: ov.Output, top: ov.Output, active: ov.Output) -> ov.Node:
+    """sum over the active frames of the log-sum-exp over the classes [N]."""
+    sums = ops.reduce_sum(ops.exp(ops.subtract(logits, top)), _i64([2]), keep_dims=False)
+    lse = ops.add(ops.squeeze(top, _i64([2])), ops.log(sums))
+    return ops.reduce_sum(ops.select(active, lse, _like(0.0, lse)), _i64([0]), keep_dims=False)
+
+
+def _read_out(loss: ov.Output, lengths: _Lengths, faults: ov.Output, call: TorchCtcCall) -> ov.Node:
+    """+inf for dead and too-long samples, NaN for faults, zero_infinity, the reduction."""
+    zeros = ops.multiply(ops.convert_like(lengths.frames, loss), _like(0.0, loss))
+    infinity = ops.divide(_like(1.0, loss), zeros)  # computed at run time (G8)
+    loss = ops.select(ops.greater_equal(loss, _like(DEAD_LOSS, loss)), infinity, loss)
+    too_long = ops.logical_and(ops.greater(lengths.targets, lengths.frames), ops.logical_not(ops.is_nan(loss)))
+    loss = ops.select(too_long, infinity, loss)
+    loss = ops.select(faults, runtime_nan(loss), loss)
+    if call.zero_infinity:
+        loss = ops.select(ops.equal(loss, infinity), zeros, loss)
+    if call.reduction == "sum":
+        return ops.reduce_sum(loss, _i64([0]), keep_dims=False)
+    if call.reduction == "mean":
+        divisors = ops.convert_like(ops.maximum(lengths.targets, _i64(1)), loss)
+        return ops.reduce_mean(ops.divide(loss, divisors), _i64([0]), keep_dims=False)
+    return loss if call.batched else ops.squeeze(loss, _i64([0]))
+
+
+def _facts(inputs: list[ov.Output]) -> ArgumentFacts:
+    """ArgumentFacts of the frontend's inputs: ranks, element types, lists (SequenceMark)."""
+    lists = tuple(v.get_node().get_type_name() == LIST_NODE for v in inputs[2:4])
+    shapes = [v.get_partial_shape() for v in inputs]
+    ranks = tuple(s.rank.get_length() if s.rank.is_static else None for s in shapes)
+    last = shapes[0][ranks[0] - 1] if ranks[0] in (2, 3) else None
+    classes = last.get_length() if last is not None and last.is_static else None
+    pairs = zip(inputs[2:4], lists, strict=True)
+    types = tuple("int64" if is_list else type_name(v.get_element_type()) for v, is_list in pairs)
+    return ArgumentFacts(ranks, type_name(inputs[0].get_element_type()), types, classes, lists)
+
+
+def torch_loss(inputs: list[ov.Output], call: TorchCtcCall, classes: int | None) -> ov.Node:
+    """PyTorch's ``ctc_loss`` of the four tensors ``inputs`` (log_probs, targets, input_lengths,
+    target_lengths) for the static arguments ``call``, in the element type of log_probs."""
+    x, targets, input_lengths, target_lengths = inputs
+    x3 = x if call.batched else ops.unsqueeze(x, _i64([1])).output(0)
+    sizes = _Sizes.of(x3)
+    lengths = _lengths(input_lengths, target_lengths, sizes)
+    rows_f, rows, faults = (_concatenated_rows if call.concatenated else _padded_rows)(targets, lengths, sizes)
+    frames = ops.range(_i64(0), ops.squeeze(sizes.frames, _i64([0])), _i64(1), "i64")
+    active = ops.less(ops.unsqueeze(frames, _i64([1])), ops.unsqueeze(lengths.frames, _i64([0])))
+    negative = ops.less(lengths.frames_f, ops.constant(np.float32(0)))
+    bad_frames = ops.logical_or(negative, ops.greater(lengths.frames_f, _as_float(sizes.frames)))
+    blank_fault = ops.squeeze(ops.greater_equal(_i64([call.blank]), sizes.classes), _i64([0]))
+    faults = ops.logical_or(ops.logical_or(faults, bad_frames), ops.logical_or(lengths.batch_fault, blank_fault))
+    logits, top = _logits(x3, call.blank, classes)
+    labels = _labels(rows_f, rows, lengths, call.blank, sizes)
+    core = lower(logits, active, labels, preprocess_collapse_repeated=False, merge_repeated=True)
+    loss = ops.subtract(core, _correction(logits, top, active))
+    return ops.convert_like(_read_out(loss.output(0), lengths, faults, call), x)
+
+
+def _convert(context: Any) -> list[ov.Output]:
+    """The conversion rule: one ``ctc_loss`` node of the PyTorch frontend."""
+    inputs = [context.get_input(k) for k in range(4)]
+    blank = context.get_values_from_const_input(4, 0, int)
+    reduction = context.get_values_from_const_input(5, 1, int)
+    zero_infinity = context.get_values_from_const_input(6, False, bool)
+    facts = _facts(inputs)
+    call = checked_call(blank, reduction, zero_infinity, facts)
+    return [torch_loss(inputs, call, facts.classes).output(0)]
+
+
+def torch_extensions() -> list[Any]:
+    """PyTorch-frontend ConversionExtensions for ``aten::ctc_loss`` and ``ctcop::ctc_loss``, to
+    pass to ``openvino.convert_model(..., extension=...)`` (``ctcop.openvino_extensions()``
+    includes them)."""
+    from openvino.frontend.pytorch import ConversionExtension
+
+    return [ConversionExtension(name, _convert) for name in OPERATIONS]

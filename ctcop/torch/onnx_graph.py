@@ -1,0 +1,281 @@
+"""PyTorch's ``ctc_loss`` in an exported ONNX model: the placeholder node and its expansion.
+
+Both of PyTorch's exporters (the TorchScript one through a symbolic, the torch.export one through
+a translation, :mod:`ctcop.torch.onnx_export`) write each ``ctc_loss`` call as one placeholder
+node ``ai.ctcop.torch.CTCLoss`` over the call's four tensors, its static arguments as integer
+attributes (:meth:`TorchCtcCall.attributes`, plus ``dtype``, the element type of ``log_probs``,
+and ``classes``, C when static else 0). :func:`finish_onnx` then replaces every placeholder by the
+mapping of :mod:`ctcop.torch.semantics` in standard operators around one ``ai.ctcop.CTCLoss``
+node, and adds that node's model-local function (:func:`ctcop.onnx.writer.with_function`): the
+model runs in any conforming runtime with no custom library, and ``ctcop validate`` / ``eval`` see
+the node. The graph is a total function like the op's own (spec 11.5): where PyTorch raises for
+the values of the lengths or targets, the samples concerned are NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from ..attributes import Attributes
+from ..errors import InvalidInputError
+from ..onnx import function
+from ..onnx.graph import GraphBuilder
+from ..onnx.writer import with_function
+from ..options import ExportOptions
+from .semantics import DEAD_LOSS, STAND_IN_GAP, TorchCtcCall
+
+DOMAIN = "ai.ctcop.torch"
+OP_TYPE = "CTCLoss"
+INPUTS = ("log_probs", "targets", "input_lengths", "target_lengths")
+BOOL, INT32, INT64, DOUBLE = TensorProto.BOOL, TensorProto.INT32, TensorProto.INT64, TensorProto.DOUBLE
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """T, N, C of the batched log-probabilities as 1-element int64 tensors."""
+
+    frames: str
+    batch: str
+    classes: str
+
+    @classmethod
+    def of(cls, g: GraphBuilder, x: str) -> _Sizes:
+        frames, batch, classes = (g.Shape(x, start=i, end=i + 1) for i in range(3))
+        return cls(frames, batch, classes)
+
+
+def _fit(g: GraphBuilder, values: str, length: str, fill: int) -> str:
+    """1-D int64 ``values`` cut or padded with ``fill`` to ``length`` [1]."""
+    cut = g.Slice(values, g.i64([0]), length, g.i64([0]))
+    missing = g.Sub(length, g.Shape(cut, start=0, end=1))
+    return g.Pad(cut, g.Concat(g.i64([0]), missing, axis=0), g.i64(fill))
+
+
+def _fit_rows(g: GraphBuilder, values: str, length: str, fill: int) -> str:
+    """2-D int64 ``values`` cut or padded with ``fill`` along axis 0 to ``length`` [1]."""
+    cut = g.Slice(values, g.i64([0]), length, g.i64([0]))
+    missing = g.Sub(length, g.Shape(cut, start=0, end=1))
+    return g.Pad(cut, g.Concat(g.i64([0, 0]), missing, g.i64([0]), axis=0), g.i64(fill))
+
+
+def _differs(g: GraphBuilder, values: str, length: str) -> str:
+    """Scalar bool: axis 0 of ``values`` is not ``length`` long."""
+    return g.Squeeze(g.Not(g.Equal(g.Shape(values, start=0, end=1), length)), g.i64([0]))
+
+
+@dataclass(frozen=True)
+class _Lengths:
+    """``input_lengths`` and ``target_lengths`` as int64 [N] (cut or padded with 0), and the
+    scalar batch fault: either has another length than N."""
+
+    frames: str
+    targets: str
+    batch_fault: str
+
+
+def _lengths(g: GraphBuilder, input_lengths: str, target_lengths: str, sizes: _Sizes) -> _Lengths:
+    flat = [g.Cast(g.Reshape(v, g.i64([-1])), to=INT64) for v in (input_lengths, target_lengths)]
+    fault = g.Or(_differs(g, flat[0], sizes.batch), _differs(g, flat[1], sizes.batch))
+    return _Lengths(_fit(g, flat[0], sizes.batch, 0), _fit(g, flat[1], sizes.batch, 0), fault)
+
+
+def _padded_rows(g: GraphBuilder, targets: str, lengths: _Lengths, sizes: _Sizes) -> tuple[str, str]:
+    """Padded targets [N, S] as rows [N, T] (cut or padded with -1) and the faults [N]: a length
+    over S, or a targets batch that is not N (every sample)."""
+    values = g.Cast(targets, to=INT64)
+    width = g.Shape(values, start=1, end=2)
+    rows = _fit_rows(g, values, sizes.batch, -1)
+    cut = g.Slice(rows, g.i64([0]), sizes.frames, g.i64([1]))
+    missing = g.Sub(sizes.frames, g.Shape(cut, start=1, end=2))
+    rows = g.Pad(cut, g.Concat(g.i64([0, 0, 0]), missing, axis=0), g.i64(-1))
+    faults = g.Or(g.Greater(lengths.targets, width), _differs(g, values, sizes.batch))
+    return rows, faults
+
+
+def _concatenated_rows(g: GraphBuilder, targets: str, lengths: _Lengths, sizes: _Sizes) -> tuple[str, str]:
+    """Concatenated targets [sum L] as rows [N, T] and the faults [N]: every sample when a length
+    is negative or the lengths do not add up to the size of ``targets``."""
+    values = g.Concat(g.Cast(g.Reshape(targets, g.i64([-1])), to=INT64), g.i64([-1]), axis=0)
+    size = g.Shape(targets)
+    offsets = g.CumSum(lengths.targets, g.i64(0), exclusive=1)
+    columns = g.Range(g.i64(0), g.Squeeze(sizes.frames, g.i64([0])), g.i64(1))
+    index = g.Add(g.Unsqueeze(offsets, g.i64([1])), g.Unsqueeze(columns, g.i64([0])))
+    rows = g.Gather(values, g.Min(g.Max(index, g.i64(0)), size), axis=0)
+    negative = g.ReduceMax(g.Concat(g.Cast(g.Less(lengths.targets, g.i64(0)), to=INT64), g.i64([0]), axis=0))
+    wrong_sum = g.Not(g.Equal(g.ReduceSum(lengths.targets, g.i64([0]), keepdims=1), size))
+    everything = g.Or(g.Squeeze(wrong_sum, g.i64([0])), g.Cast(negative, to=BOOL))
+    return rows, g.Expand(everything, sizes.batch)
+
+
+def _labels(g: GraphBuilder, rows: str, lengths: _Lengths, blank: int, sizes: _Sizes) -> str:
+    """CTCLoss-4 labels [N, T]: inside each target a class above ``blank`` down by one, ``blank``
+    itself C-1, a negative value -2 (both invalid: NaN by rule 3.3); -1 outside."""
+    columns = g.Range(g.i64(0), g.Squeeze(sizes.frames, g.i64([0])), g.i64(1))
+    inside = g.Less(g.Unsqueeze(columns, g.i64([0])), g.Unsqueeze(lengths.targets, g.i64([1])))
+    blank_value = g.i64(blank)
+    last = g.Sub(sizes.classes, g.i64([1]))
+    shifted = g.Sub(rows, g.Cast(g.Greater(rows, blank_value), to=INT64))
+    moved = g.Where(g.Equal(rows, blank_value), last, shifted)
+    valued = g.Where(g.Less(rows, g.i64(0)), g.i64(-2), moved)
+    return g.Where(inside, valued, g.i64(-1))
+
+
+def _mask(g: GraphBuilder, lengths: _Lengths, sizes: _Sizes) -> tuple[str, str]:
+    """``sequence_mask`` [T, N] (int32) from the input lengths, and its bool form."""
+    frames = g.Range(g.i64(0), g.Squeeze(sizes.frames, g.i64([0])), g.i64(1))
+    active = g.Less(g.Unsqueeze(frames, g.i64([1])), g.Unsqueeze(lengths.frames, g.i64([0])))
+    return g.Cast(active, to=INT32), active
+
+
+def _blank_last(g: GraphBuilder, values: str, blank: int, classes: int) -> str:
+    """[T, N, C] ``values`` with class ``blank`` moved last, the others in order. A Gather when C
+    is static (nothing when the blank already is C-1); Slices otherwise, which clamp, so a blank
+    >= C (a batch fault) cannot index outside the tensor."""
+    if classes == blank + 1:
+        return values
+    if classes > 0:
+        order = [c for c in range(classes) if c != blank] + [blank]
+        return g.Gather(values, g.i64(order), axis=2)
+    axis = g.i64([2])
+    before = g.Slice(values, g.i64([0]), g.i64([blank]), axis)
+    after = g.Slice(values, g.i64([blank + 1]), g.i64([np.iinfo(np.int64).max]), axis)
+    return g.Concat(before, after, g.Slice(values, g.i64([blank]), g.i64([blank + 1]), axis), axis=2)
+
+
+def _logits(g: GraphBuilder, x: str, dtype: int, compute: int, blank: int, classes: int) -> tuple[str, str]:
+    """The logits CTCLoss-4 gets (compute type; every -inf replaced by its frame's top minus
+    STAND_IN_GAP; the blank last) and the frame tops [T, N, 1] (0 for a frame of -inf only)."""
+    np_type = helper.tensor_dtype_to_np_dtype(compute)
+    values = x if dtype == compute else g.Cast(x, to=compute)
+    top = g.ReduceMax(values, g.i64([2]), keepdims=1)
+    top = g.Where(g.IsInf(top, detect_positive=0), g.const(0.0, np_type), top)
+    stand_in = g.Sub(top, g.const(STAND_IN_GAP, np_type))
+    values = g.Where(g.IsInf(values, detect_positive=0), stand_in, values)
+    return _blank_last(g, values, blank, classes), top
+
+
+def _correction(g: GraphBuilder, logits: str, top: str, active: str) -> str:
+    """sum over the active frames of the log-sum-exp over the classes [N], float64."""
+    axis2 = g.i64([2])
+    lse = g.Add(g.Squeeze(top, axis2), g.Log(g.ReduceSum(g.Exp(g.Sub(logits, top)), axis2, keepdims=0)))
+    kept = g.Where(active, g.Cast(lse, to=DOUBLE), g.const(0.0, np.float64))
+    return g.ReduceSum(kept, g.i64([0]), keepdims=0)
+
+
+def _ctc_node(g: GraphBuilder, logits: str, mask: str, labels: str, name: str) -> str:
+    """The ``ai.ctcop.CTCLoss`` node (merge_repeated, no collapse: PyTorch's CTC)."""
+    out = g.fresh("ctcop_loss")
+    attributes = Attributes.of({"merge_repeated": True, "preprocess_collapse_repeated": False})
+    node = helper.make_node(function.OP_TYPE, [logits, mask, labels], [out], name=name, domain=function.DOMAIN)
+    node.attribute.extend(helper.make_attribute(key, int(value)) for key, value in attributes.items())
+    g.nodes.append(node)
+    return out
+
+
+def _reduced(g: GraphBuilder, loss: str, lengths: _Lengths, call: TorchCtcCall) -> str:
+    """zero_infinity, then the reduction, on float64 [N] losses."""
+    if call.zero_infinity:
+        loss = g.Where(g.Equal(loss, g.const(np.inf, np.float64)), g.const(0.0, np.float64), loss)
+    if call.reduction == "sum":
+        return g.ReduceSum(loss, keepdims=0)
+    if call.reduction == "mean":
+        divisors = g.Cast(g.Max(lengths.targets, g.i64(1)), to=DOUBLE)
+        return g.ReduceMean(g.Div(loss, divisors), keepdims=0)
+    return loss if call.batched else g.Squeeze(loss, g.i64([0]))
+
+
+def _read_out(g: GraphBuilder, core: str, correction: str, lengths: _Lengths, faults: str) -> str:
+    """PyTorch's per-sample loss, float64 [N]: the corrected loss; +inf where no aligned path has
+    a nonzero probability or the target is longer than its frames; NaN for faults."""
+    inf = g.const(np.inf, np.float64)
+    loss = g.Sub(g.Cast(core, to=DOUBLE), correction)
+    loss = g.Where(g.GreaterOrEqual(loss, g.const(DEAD_LOSS, np.float64)), inf, loss)
+    too_long = g.And(g.Greater(lengths.targets, lengths.frames), g.Not(g.IsNaN(loss)))
+    loss = g.Where(too_long, inf, loss)
+    return g.Where(faults, g.const(np.nan, np.float64), loss)
+
+
+def _expansion(g: GraphBuilder, node: onnx.NodeProto, name: str) -> None:
+    """Nodes computing the placeholder ``node``'s output from its inputs (semantics module)."""
+    values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    call = TorchCtcCall.from_attributes(values)
+    dtype, classes = int(values["dtype"]), int(values.get("classes", 0))
+    compute = DOUBLE if dtype == DOUBLE else TensorProto.FLOAT
+    x, targets, input_lengths, target_lengths = node.input
+    x = x if call.batched else g.Unsqueeze(x, g.i64([1]))
+    sizes = _Sizes.of(g, x)
+    lengths = _lengths(g, input_lengths, target_lengths, sizes)
+    rows, faults = (_concatenated_rows if call.concatenated else _padded_rows)(g, targets, lengths, sizes)
+    mask, active = _mask(g, lengths, sizes)
+    bad_frames = g.Or(g.Less(lengths.frames, g.i64(0)), g.Greater(lengths.frames, sizes.frames))
+    batch_fault = g.Or(lengths.batch_fault, g.Squeeze(g.GreaterOrEqual(g.i64([call.blank]), sizes.classes), g.i64([0])))
+    faults = g.Or(g.Or(faults, bad_frames), batch_fault)
+    logits, top = _logits(g, x, dtype, compute, call.blank, classes)
+    core = _ctc_node(g, logits, mask, _labels(g, rows, lengths, call.blank, sizes), name)
+    loss = _read_out(g, core, _correction(g, logits, top, active), lengths, faults)
+    g.node("Cast", [_reduced(g, loss, lengths, call)], [node.output[0]], to=dtype)
+
+
+def _placeholders(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The placeholder nodes of the main graph; one anywhere else is an error."""
+    for where, nodes in [*((f"function {f.name}", f.node) for f in model.functions)]:
+        if any(n.domain == DOMAIN for n in nodes):
+            raise InvalidInputError("model", f"{where} holds an {DOMAIN}.{OP_TYPE} node: only the main graph may")
+    for node in model.graph.node:
+        for attribute in node.attribute:
+            graphs = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
+            if any(n.domain == DOMAIN for sub in graphs for n in sub.node):
+                raise InvalidInputError("model", f"a subgraph of {node.name!r} holds an {DOMAIN}.{OP_TYPE} node")
+    return [n for n in model.graph.node if n.domain == DOMAIN and n.op_type == OP_TYPE]
+
+
+def _compute_type(placeholders: list[onnx.NodeProto]) -> str:
+    """The function's compute type: float64 when the calls are float64, float32 otherwise."""
+    kinds = set()
+    for node in placeholders:
+        dtype = next(int(helper.get_attribute_value(a)) for a in node.attribute if a.name == "dtype")
+        kinds.add("float64" if dtype == DOUBLE else "float32")
+    if len(kinds) > 1:
+        raise InvalidInputError(
+            "model", "ctc_loss on float64 and on other log_probs in one model: one function serves one"
+        )
+    return kinds.pop()
+
+
+def finish_onnx(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (as PyTorch's exporter wrote it with ctcop's symbolic or translation) with every
+    ``ai.ctcop.torch.CTCLoss`` placeholder replaced by its expansion and the ``ai.ctcop.CTCLoss``
+    function added; checked with ``onnx.checker`` (full_check). Changes ``model`` in place."""
+    placeholders = _placeholders(model)
+    if not placeholders:
+        raise InvalidInputError("model", f"holds no {DOMAIN}.{OP_TYPE} node (no ctc_loss call was exported)")
+    opset = max((op.version for op in model.opset_import if op.domain in ("", "ai.onnx")), default=0)
+    if opset < function.MIN_OPSET:
+        raise InvalidInputError("opset", f"{opset}: the ai.ctcop.CTCLoss function needs {function.MIN_OPSET} or later")
+    compute = _compute_type(placeholders)
+    taken = {name for node in model.graph.node for name in (*node.input, *node.output, node.name)}
+    nodes: list[onnx.NodeProto] = []
+    for k, node in enumerate(model.graph.node):
+        if node.domain != DOMAIN:
+            nodes.append(node)
+            continue
+        prefix = f"ctcop_torch_{k}/"
+        while any(name.startswith(prefix) for name in taken):
+            prefix = "_" + prefix
+        g = GraphBuilder(prefix)
+        _expansion(g, node, f"{prefix}ctc_loss")
+        nodes.extend(g.nodes)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    imports = [op for op in model.opset_import if op.domain != DOMAIN]
+    del model.opset_import[:]
+    model.opset_import.extend(imports)
+    options = ExportOptions.of(
+        dtype=compute, mask_dtype="int32", labels_dtype="int64", dims=("T", "N", "C"), attributes=None
+    )
+    return with_function(model, options, opset)
+
