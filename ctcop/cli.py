@@ -39,7 +39,10 @@ _DIGITS = re.compile(r"[0-9]{1,30}")
 _NUMBER = re.compile(r"-?[0-9]{1,30}")
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _DEVICE = re.compile(r"[A-Za-z0-9_.:,()-]{1,128}")
-_RUNTIME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_RUNTIME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_SECONDS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?")
+MAX_JOBS = 1024
+MAX_TIMEOUT_S = 86400
 
 
 class Interrupted(KeyboardInterrupt):
@@ -190,14 +193,14 @@ def checked_output_folder(path: str, what: str) -> None:
     _probe_folder(existing, what)
 
 
-def write_atomically(path: str, text: str) -> None:
+def write_atomically(path: str, text: str, what: str = "json") -> None:
     """Write ``text`` to ``path`` by way of a temporary file in its folder and a rename, so that a
     reader (or an interruption) never sees half a report."""
     try:
         with atomic_output(path) as temporary, open(temporary, "w", encoding="utf-8") as file:
             file.write(text)
     except OSError as error:
-        _refuse("json", f"cannot write {path!r}: {error.strerror or error}")
+        _refuse(what, f"cannot write {path!r}: {error.strerror or error}")
 
 
 def _refuse_ignored(args: argparse.Namespace, options: Sequence[str], why: str) -> None:
@@ -271,68 +274,179 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _conformance_checked(args: argparse.Namespace) -> None:
-    if args.write_corpus is not None:
-        _refuse_ignored(args, ["runtimes", "cases", "details", "json", "strict"], "with --write-corpus")
-        checked_output_folder(args.write_corpus, "write_corpus")
-    if args.json is not None:
-        checked_output(args.json, "json")
+_WRITERS = ("write_corpus", "write_onnx_tests", "write_ir_tests")
+_RUN_ONLY = ["runtimes", "runtime_module", "jobs", "timeout", "json", "junit", "expected_failures", "details", "strict"]
 
 
-def _run_suite(args: argparse.Namespace, state: dict[str, Any]) -> list[Any]:
-    """Run the chosen runtimes; ``state`` holds the reports, the chosen runtimes and the case count
-    as they become known, so that an interruption can report what finished."""
-    from .conformance import report, runner
+def _writing(args: argparse.Namespace) -> str | None:
+    return next((name for name in _WRITERS if getattr(args, name) is not None), None)
 
-    pattern = "*" if args.cases is None else args.cases
-    available = runner.available_runtimes()
-    chosen = args.runtimes or available
-    unknown = [name for name in chosen if name not in available]
-    if unknown:
-        raise InvalidInputError(
-            "runtimes", f"unknown or not installed: {', '.join(unknown)}; have {', '.join(available)}"
+
+def _conformance_checked(args: argparse.Namespace) -> list[Any]:
+    """Refuse what cannot work before any: output paths, then input files, then options the
+    command would ignore. The expected failures, read."""
+    writer = _writing(args)
+    if writer is not None:
+        flag = "--" + writer.replace("_", "-")
+        _refuse_ignored(args, _RUN_ONLY, f"with {flag} (it writes cases, it runs nothing)")
+        checked_output_folder(getattr(args, writer), writer)
+        target = getattr(args, writer)
+        if os.path.isdir(target) and os.listdir(target):
+            _refuse(writer, f"{target!r} is not empty")
+        return []
+    for option in ("json", "junit"):
+        if getattr(args, option) is not None:
+            checked_output(getattr(args, option), option)
+    if args.json is not None and args.json == args.junit:
+        _refuse("junit", "--junit and --json name the same file")
+    if args.expected_failures is None:
+        return []
+    from .conformance import expected
+
+    checked_input_file(args.expected_failures, "expected_failures", limit=expected.MAX_BYTES)
+    try:
+        return expected.load(args.expected_failures)
+    except (OSError, UnicodeError, ValueError) as error:
+        _refuse("expected_failures", f"{args.expected_failures}: {error}")
+
+
+def _selection(args: argparse.Namespace) -> list[str]:
+    return [part for text in args.select or [] for part in text.split(",") if part]
+
+
+def _plan(args: argparse.Namespace, expected_failures: list[Any]) -> Any:
+    from .conformance import suite
+
+    try:
+        return suite.make_plan(
+            args.runtimes, args.runtime_module or [], _selection(args), args.shard, expected_failures
         )
-    total = len(runner.corpus(pattern))
-    if total == 0:
-        raise InvalidInputError("cases", f"{pattern!r} matches no case of the corpus")
-    state |= {"chosen": chosen, "total": total}
-    for name in chosen:
-        state["reports"].append(report.RuntimeReport(name))
-        runner.run_runtime(name, pattern, into=state["reports"][-1])
-    return list(state["reports"])
+    except suite.PlanError as error:
+        raise InvalidInputError(error.option, str(error)) from None
+
+
+def _conformance_write(args: argparse.Namespace, writer: str) -> int:
+    """``--write-corpus`` (a copy of the selected part of the corpus tree) or a test writer."""
+    from .conformance import suite
+
+    folder = getattr(args, writer)
+    cases = _plan_cases(args)
+    try:
+        if writer == "write_corpus":
+            count = suite.write_corpus(cases, folder)
+        else:
+            try:
+                from .conformance import writers  # type: ignore[attr-defined,unused-ignore]
+            except ImportError:
+                _refuse(writer, "this installation of ctcop has no test writers (ctcop.conformance.writers)")
+            count = int(getattr(writers, writer)(cases, folder))
+    except OSError as error:
+        raise InvalidInputError(writer, f"cannot write {folder!r}: {error.strerror or error}") from None
+    print(f"wrote {count} cases to {folder}")
+    return 0
+
+
+def _plan_cases(args: argparse.Namespace) -> list[Any]:
+    from .conformance import suite
+
+    try:
+        return list(suite.select_cases(_selection(args), args.shard))
+    except suite.PlanError as error:
+        raise InvalidInputError(error.option, str(error)) from None
+
+
+def _print_report(runtimes: list[Any], results: list[Any], cases: dict[str, Any], head: str, details: int) -> None:
+    from .conformance import classes, report
+
+    names = [runtime["name"] for runtime in runtimes]
+    lines = [head, "", *report.format_table(runtimes, results)]
+    lines += report.format_problems(results, names, details)
+    lines += classes.format_classes(classes.group(results, cases))
+    print("\n".join(lines))
+
+
+def _write_reports(args: argparse.Namespace, runtimes: list[Any], results: list[Any], json_text: str) -> None:
+    from .conformance import junit
+
+    if args.json:
+        write_atomically(args.json, json_text)
+    if args.junit:
+        write_atomically(args.junit, junit.document(runtimes, results), what="junit")
 
 
 def _conformance(args: argparse.Namespace) -> int:
     """Measure the installed runtimes against the reference on the bundled corpus."""
-    _conformance_checked(args)
-    from .conformance import report, runner
+    expected_failures = _conformance_checked(args)
+    writer = _writing(args)
+    if writer is not None:
+        return _conformance_write(args, writer)
+    from .conformance import report, runner, suite
 
-    if args.write_corpus is not None:
-        try:
-            count = runner.write_corpus(args.write_corpus)
-        except OSError as error:
-            raise InvalidInputError("write_corpus", f"cannot write {args.write_corpus!r}: {error.strerror}") from None
-        print(f"wrote {count} cases to {args.write_corpus}")
-        return 0
-    details = 5 if args.details is None else args.details
-    state: dict[str, Any] = {"reports": [], "chosen": [], "total": 0}
+    plan = _plan(args, expected_failures)
+    settings = runner.Settings(
+        jobs=args.jobs or suite.default_jobs(), timeout_s=args.timeout or runner.DEFAULT_TIMEOUT_S
+    )
+    environment = suite.environment(plan, settings, args.expected_failures)
+    runtimes, cases = plan.runtimes(), {case.id: case for case in plan.cases}
+    results: list[dict[str, Any]] = []
+    progress = report.Progress(len(plan.runnable) * len(plan.cases))
+    selection = ", ".join(_selection(args)) or "all but scale"
+    head = (
+        f"CTCLoss-4 conformance: {len(plan.cases)} cases ({selection}"
+        f"{'' if args.shard is None else f', shard {args.shard[0]}/{args.shard[1]}'}), "
+        f"each evaluated twice per runtime, {settings.jobs} job(s)"
+    )
+    interrupted: Interrupted | None = None
     try:
-        reports = _run_suite(args, state)
+        suite.run(plan, settings, results, progress.step)
     except BaseException as error:
         interrupted = interruption(error)
         if interrupted is None:
             raise
-        print(report.format_report(state["reports"], state["total"], details=details))
-        if args.json:
-            document = report.document(state["reports"], state["chosen"], state["total"], interrupted.name)
-            write_atomically(args.json, document)
-            interrupted.report = args.json
-        raise interrupted from None
-    print(report.format_report(reports, state["total"], details=details))
-    if args.json:
-        write_atomically(args.json, report.document(reports, state["chosen"], state["total"], None))
-    failing = [r.runtime for r in reports if r.count("pass") != state["total"]]
-    return 1 if args.strict and failing else 0
+        results = runner.sort_results(results, [r["name"] for r in runtimes])
+    finally:
+        progress.close()
+    _print_report(runtimes, results, cases, head, 5 if args.details is None else args.details)
+    name = None if interrupted is None else interrupted.name
+    _write_reports(args, runtimes, results, report.document(runtimes, results, environment, name))
+    if interrupted is not None:
+        interrupted.report = args.json
+        raise interrupted
+    return report.exit_code(results)
+
+
+def _merge(args: argparse.Namespace) -> int:
+    """Merge the ``--json`` reports of shards into one."""
+    import json
+
+    from .conformance import corpus, report, shard
+
+    checked_output(args.output, "output")
+    if args.junit is not None:
+        checked_output(args.junit, "junit")
+    documents = []
+    for path in args.reports:
+        checked_input_file(path, "reports")
+        try:
+            with open(path, encoding="utf-8") as file:
+                documents.append(json.load(file))
+        except (OSError, UnicodeError, ValueError) as error:
+            _refuse("reports", f"{path}: not a JSON report: {_one_line(str(error))}")
+    try:
+        merged = report.merge(documents, args.reports)
+    except (shard.MergeError, KeyError, TypeError, AttributeError) as error:
+        _refuse("reports", str(error) if isinstance(error, shard.MergeError) else f"not a conformance report ({error})")
+    write_atomically(args.output, json.dumps(merged, indent=1) + "\n", what="output")
+    if args.junit:
+        from .conformance import junit
+
+        write_atomically(args.junit, junit.document(merged["runtimes"], merged["results"]), what="junit")
+    cases = {case.id: case for case in corpus.load_all()}
+    shards = ", ".join(merged["selection"]["merged"])
+    head = f"CTCLoss-4 conformance, merged: {merged['selection']['cases']} cases, shards {shards}"
+    _print_report(merged["runtimes"], merged["results"], cases, head, 5 if args.details is None else args.details)
+    print(f"wrote {args.output}")
+    return report.exit_code(merged["results"])
 
 
 def _versions() -> dict[str, str]:
@@ -455,18 +569,61 @@ def _attribute_flags(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(f"--{flag}", dest=name, action="store_true", help=f"{name} = true")
 
 
+def _seconds(text: str) -> float:
+    if not _SECONDS.fullmatch(text) or not 0 < float(text) <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds in (0, {MAX_TIMEOUT_S}] (ASCII digits)")
+    return float(text)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from .conformance.shard import parse
+
+    try:
+        return parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _conformance_parser(suite: argparse.ArgumentParser) -> None:
-    suite.add_argument("--runtimes", type=_runtime_names, help="comma-separated adapters (default: all installed)")
-    suite.add_argument(
-        "--cases", type=_text("case glob"), help="glob over case names, e.g. 'empty_*/float32' (default: all)"
+    runs = suite.add_argument_group("what runs")
+    runs.add_argument("--runtimes", type=_runtime_names, help="comma-separated runtime names (default: every one)")
+    runs.add_argument(
+        "--runtime-module",
+        action="append",
+        type=_text("MODULE:ATTRIBUTE"),
+        metavar="MOD:ATTR",
+        help="add the runtimes of pkg.mod:attr or path/file.py:attr (a runtime, a list, or a callable; repeatable)",
     )
-    suite.add_argument("--details", type=_integer(0, MAX_DETAILS), help="problems listed per runtime (default 5)")
-    suite.add_argument("--json", help="write every case's outcome to this file")
-    suite.add_argument("--strict", action="store_true", help="exit 1 when any runtime has a problem")
-    suite.add_argument(
-        "--write-corpus", metavar="DIR", help="write the corpus with expected losses as .npz files instead"
+    runs.add_argument(
+        "--select",
+        action="append",
+        type=_text("case selection"),
+        metavar="TAG|GLOB",
+        help="cases by tag or id glob, e.g. float32, 'spec/empty_*' (repeatable, comma lists; default: all but scale)",
     )
+    runs.add_argument("--cases", action="append", dest="select", type=_text("case glob"), help="the same as --select")
+    runs.add_argument("--shard", type=_shard, metavar="K/N", help="only shard K of N of the selected cases")
+    runs.add_argument("--jobs", type=_integer(1, MAX_JOBS), help="worker processes (default: the CPUs)")
+    runs.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="per evaluation (default 120)")
+    runs.add_argument("--expected-failures", metavar="FILE", help="known failures: xfail, or xpass when they pass")
+    out = suite.add_argument_group("reports")
+    out.add_argument("--details", type=_integer(0, MAX_DETAILS), help="problems listed per runtime (default 5)")
+    out.add_argument("--json", help="write the report (schema ctcop-conformance-2) to this file")
+    out.add_argument("--junit", metavar="PATH", help="write JUnit XML (a testsuite per runtime) to this file")
+    out.add_argument("--strict", action="store_true", help="exit 1 on any problem (the default; kept for scripts)")
+    writers = suite.add_mutually_exclusive_group()
+    writers.add_argument("--write-corpus", metavar="DIR", help="copy the selected cases' corpus tree, run nothing")
+    writers.add_argument("--write-onnx-tests", metavar="DIR", help="write the selected cases as ONNX backend tests")
+    writers.add_argument("--write-ir-tests", metavar="DIR", help="write the selected cases as OpenVINO IR tests")
     suite.set_defaults(run=_conformance)
+
+
+def _merge_parser(merger: argparse.ArgumentParser) -> None:
+    merger.add_argument("reports", nargs="+", metavar="REPORT.json", help="--json reports of shards")
+    merger.add_argument("-o", "--output", required=True, help="the merged report")
+    merger.add_argument("--junit", metavar="PATH", help="also write the merged results as JUnit XML")
+    merger.add_argument("--details", type=_integer(0, MAX_DETAILS), help="problems listed per runtime (default 5)")
+    merger.set_defaults(run=_merge)
 
 
 def _export_parser(exporter: argparse.ArgumentParser) -> None:
@@ -508,6 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     example = commands.add_parser("example", help="evaluate the spec's worked examples")
     example.set_defaults(run=_example)
     _conformance_parser(commands.add_parser("conformance", help="measure installed runtimes against the reference"))
+    _merge_parser(commands.add_parser("conformance-merge", help="merge the --json reports of conformance shards"))
     _export_parser(
         commands.add_parser("export", help="write CTCLoss-4 as ONNX or OpenVINO IR, or attach it to a model")
     )

@@ -1,13 +1,8 @@
-"""Worker entry point of the conformance runner: ``python -m ctcop.conformance RUNTIME START PATTERN``.
+"""``python -m ctcop.conformance ARGS`` is ``ctcop conformance ARGS`` (the runner forks its
+workers from the running process; there is no separate worker entry point any more)."""
 
-SIGINT is ignored from here on (a Ctrl-C reaches the whole process group; the parent stops its
-workers itself and writes the report)."""
-
-import signal
 import sys
 
-signal.signal(signal.SIGINT, signal.SIG_IGN)
+from ..cli import main
 
-from .runner import worker  # noqa: E402
-
-worker(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+sys.exit(main(["conformance", *sys.argv[1:]]))

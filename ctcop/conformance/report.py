@@ -1,53 +1,223 @@
-"""Outcomes of the conformance suite per runtime, and the table ``ctcop conformance`` prints."""
+"""The conformance report: the table ``ctcop conformance`` prints, its ``--json`` document
+(schema :data:`SCHEMA`), the environment it records, the merge of shard reports and the progress
+line.
+
+``--json`` (``ctcop-conformance-2``)::
+
+    {"schema": "ctcop-conformance-2", "complete": bool, "interrupted_by": null | "SIGINT" | "SIGTERM",
+     "versions": {distribution: version},        # ctcop, numpy, onnx, onnxruntime, openvino, ml_dtypes,
+                                                 # and each installed peer framework
+     "machine": {"cpu": model name, "isa": [flags of interest], "cores": int},
+     "selection": {"patterns": [TAG|GLOB...] ([] = the default: all but scale), "shard": "K/N" | null,
+                   "cases": int, "merged": ["1/2", ...] (merged reports only)},
+     "settings": {"jobs": int, "timeout_s": float, "runs": 2, "expected_failures": path | null},
+     "runtimes": [{"name", "description", "available": bool, "reason": null | why not}],
+     "results": [{"case", "runtime", "status", "max_abs_err", "max_rel_err", "message"}],
+     "summary": {runtime: {status: count}}}
+
+``status`` is one of :data:`STATUSES`; ``max_abs_err`` / ``max_rel_err`` are the loss's (null when
+no loss was compared); +inf, -inf and NaN are the strings "inf", "-inf", "nan". Results are in
+runtime order, then case id; an interrupted run holds the cases whose two evaluations finished.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import math
+import os
+import platform
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
-STATUSES = ("pass", "fail", "error", "crash")
+from .shard import check
 
-
-@dataclass
-class RuntimeReport:
-    """Outcome of one runtime over the corpus: case name -> {"status", "detail"}."""
-
-    runtime: str
-    outcomes: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def count(self, status: str) -> int:
-        return sum(1 for o in self.outcomes.values() if o["status"] == status)
-
-    def problems(self) -> Iterator[tuple[str, dict[str, str]]]:
-        return ((name, o) for name, o in self.outcomes.items() if o["status"] != "pass")
-
-
-def format_report(reports: list[RuntimeReport], total: int, details: int = 5) -> str:
-    """A table of counts per runtime, then the first ``details`` problems of each runtime."""
-    lines = [f"CTCLoss-4 conformance: {total} cases (worked examples, edge cases, random; float32 and float64)", ""]
-    widths = (6, 6, 7, 7)
-    lines.append(f"{'runtime':<18}" + "".join(f"{s:>{w}}" for s, w in zip(STATUSES, widths, strict=True)))
-    for report in reports:
-        counts = [report.count(s) for s in STATUSES]
-        lines.append(f"{report.runtime:<18}" + "".join(f"{c:>{w}}" for c, w in zip(counts, widths, strict=True)))
-    for report in reports:
-        problems = list(report.problems())
-        if problems and details > 0:
-            lines += ["", f"{report.runtime}: {len(problems)} problem(s), first {min(details, len(problems))}:"]
-            lines += [f"  [{o['status']}] {name}: {o['detail']}" for name, o in problems[:details]]
-    return "\n".join(lines)
+SCHEMA = "ctcop-conformance-2"
+STATUSES = ("pass", "fail", "error", "crash", "timeout", "skip", "xfail", "xpass", "nondeterministic")
+ACCEPTED = ("pass", "skip", "xfail")
+HEADINGS = {"nondeterministic": "nondet", "timeout": "timeout"}
+LIBRARIES = ("ctcop", "numpy", "onnx", "onnxruntime", "openvino", "ml_dtypes")
+FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "tf-keras", "jax", "jaxlib", "optax", "flax")
+ISA = (
+    "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+    "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "neon", "asimd", "sve",
+)  # fmt: skip
 
 
-def document(reports: list[RuntimeReport], chosen: list[str], total: int, interrupted_by: str | None) -> str:
-    """The ``--json`` document: ``{"complete", "interrupted_by", "cases", "chosen", "runtimes":
-    {runtime: {case: {"status", "detail"}}}}``. An interrupted run (``interrupted_by`` a signal
-    name) holds what finished: the runtimes begun, each with the cases that finished."""
+# -- environment ---------------------------------------------------------------------------------
+
+
+def versions(runtimes: Sequence[Any] = ()) -> dict[str, str]:
+    """Versions of ctcop's libraries, the peer frameworks and the distributions that provide the
+    modules a runtime names in a ``modules`` attribute, where installed."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+
+    names = list(LIBRARIES + FRAMEWORKS)
+    modules = {m.split(".")[0] for r in runtimes for m in getattr(r, "modules", ()) or ()}
+    if modules:
+        providers = packages_distributions()
+        names += [d for m in sorted(modules) for d in providers.get(m, [])]
+    found: dict[str, str] = {}
+    for name in names:
+        canonical = re.sub(r"[-_.]+", "-", name).lower()
+        if canonical in found:
+            continue
+        try:
+            found[canonical] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def machine() -> dict[str, Any]:
+    """The CPU's model name, the instruction-set flags of :data:`ISA` it has, and its cores."""
+    cpu, flags = platform.processor() or platform.machine(), set[str]()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+            for line in file:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and cpu in ("", platform.machine(), platform.processor()):
+                    cpu = value.strip()
+                elif key.strip() in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return {"cpu": cpu, "isa": [flag for flag in ISA if flag in flags], "cores": os.cpu_count() or 1}
+
+
+# -- the document --------------------------------------------------------------------------------
+
+
+def number(value: Any) -> float | str | None:
+    """A JSON number, or "inf", "-inf", "nan" (None stays null)."""
+    if value is None:
+        return None
+    x = float(value)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def summary(results: Sequence[Mapping[str, Any]], runtimes: Sequence[str]) -> dict[str, dict[str, int]]:
+    counts = {name: dict.fromkeys(STATUSES, 0) for name in runtimes}
+    for result in results:
+        counts.setdefault(result["runtime"], dict.fromkeys(STATUSES, 0))[result["status"]] += 1
+    return counts
+
+
+def document(
+    runtimes: Sequence[Mapping[str, Any]],
+    results: Sequence[Mapping[str, Any]],
+    environment: Mapping[str, Any],
+    interrupted_by: str | None,
+) -> str:
+    """The ``--json`` text; ``environment`` holds ``versions``, ``machine``, ``selection`` and ``settings``."""
+    rows = [
+        {**{k: result[k] for k in ("case", "runtime", "status")},
+         "max_abs_err": number(result.get("max_abs_err")), "max_rel_err": number(result.get("max_rel_err")),
+         "message": str(result.get("message") or "")}
+        for result in results
+    ]  # fmt: skip
     body = {
-        "complete": interrupted_by is None,
+        "schema": SCHEMA,
+        "complete": interrupted_by is None and bool(environment.get("complete", True)),
         "interrupted_by": interrupted_by,
-        "cases": total,
-        "chosen": chosen,
-        "runtimes": {report.runtime: report.outcomes for report in reports},
+        **{key: environment[key] for key in ("versions", "machine", "selection", "settings")},
+        "runtimes": [dict(r) for r in runtimes],
+        "results": rows,
+        "summary": summary(results, [r["name"] for r in runtimes if r["available"]]),
     }
-    return json.dumps(body, indent=1)
+    return json.dumps(body, indent=1, allow_nan=False) + "\n"
+
+
+def merge(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> dict[str, Any]:
+    """One report from the reports of shards (see :mod:`.shard` for what is refused)."""
+    shards, n = check(documents, paths, SCHEMA)
+    first = documents[0]
+    order = {r["name"]: i for i, r in enumerate(first["runtimes"])}
+    results = sorted(
+        (r for d in documents for r in d["results"]), key=lambda r: (order.get(r["runtime"], len(order)), r["case"])
+    )
+    whole = len(shards) == n
+    interrupted = next((d["interrupted_by"] for d in documents if d["interrupted_by"]), None)
+    return {
+        **first,
+        "complete": whole and all(d["complete"] for d in documents),
+        "interrupted_by": interrupted,
+        "selection": {
+            **first["selection"],
+            "shard": None,
+            "merged": shards,
+            "cases": sum(d["selection"]["cases"] for d in documents),
+        },
+        "results": results,
+        "summary": summary(results, [r["name"] for r in first["runtimes"] if r["available"]]),
+    }
+
+
+def exit_code(results: Sequence[Mapping[str, Any]]) -> int:
+    """0 when every result passed or was expected (pass, skip, xfail), else 1."""
+    return 0 if all(result["status"] in ACCEPTED for result in results) else 1
+
+
+# -- the table -----------------------------------------------------------------------------------
+
+
+def format_table(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Counts per runtime and status; a runtime that is not available is a row saying why."""
+    counts = summary(results, [r["name"] for r in runtimes])
+    width = max([len(r["name"]) for r in runtimes] + [7]) + 2
+    heads = [HEADINGS.get(s, s) for s in STATUSES]
+    lines = [f"{'runtime':<{width}}" + "".join(f"{h:>{max(len(h), 4) + 2}}" for h in heads)]
+    for runtime in runtimes:
+        name = runtime["name"]
+        if not runtime["available"]:
+            lines.append(f"{name:<{width}}  not installed: {runtime['reason']}")
+            continue
+        cells = "".join(f"{counts[name][s]:>{max(len(h), 4) + 2}}" for s, h in zip(STATUSES, heads, strict=True))
+        lines.append(f"{name:<{width}}{cells}    {runtime['description']}")
+    return lines
+
+
+def format_problems(results: Sequence[Mapping[str, Any]], runtimes: Sequence[str], details: int) -> list[str]:
+    """The first ``details`` results per runtime that are not a pass or a skip."""
+    lines: list[str] = []
+    for name in runtimes:
+        problems = [r for r in results if r["runtime"] == name and r["status"] not in ("pass", "skip")]
+        if problems and details > 0:
+            lines += ["", f"{name}: {len(problems)} not passed, first {min(details, len(problems))}:"]
+            lines += [f"  [{r['status']}] {r['case']}: {r['message']}" for r in problems[:details]]
+    return lines
+
+
+class Progress:
+    """One line on a terminal, rewritten in place (``\\r``) at most ten times a second; nothing
+    when ``stream`` is not a terminal."""
+
+    def __init__(self, total: int, stream: TextIO | None = None) -> None:
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.total, self.done, self.started, self.shown = total, 0, time.monotonic(), 0.0
+
+    def step(self, result: Mapping[str, Any]) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if not self.enabled or (now - self.shown < 0.1 and self.done < self.total):
+            return
+        self.shown = now
+        share = self.done / max(self.total, 1)
+        bar = "#" * int(share * 20)
+        line = (
+            f"\r[{bar:<20}] {self.done}/{self.total} {now - self.started:5.0f} s  {result['runtime']}  {result['case']}"
+        )
+        self.stream.write(line[:160] + "\033[K")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.done:
+            self.stream.write("\r\033[K")
+            self.stream.flush()

@@ -1,159 +1,380 @@
-"""The conformance runner: every chosen runtime against the reference on the bundled corpus.
+"""The conformance runner: every chosen runtime on every selected case of the data corpus, twice,
+in crash-isolated worker processes.
 
-The corpus is :func:`corpus` (the worked examples, the edge cases of spec 4.4 and seeded random
-cases, float32 and float64). Each runtime runs in a worker subprocess that reports one JSON line
-per case, so a runtime that kills its process (OpenVINO's kernel on an empty target, spec 12.2
-D1) costs one case, recorded as a crash, and a fresh worker resumes after it. A case passes when
-the runtime's loss agrees with the reference by :func:`ctcop.tolerance.compare`. No allowance is
-made for any runtime: what differs is reported.
+**Workers.** ``jobs`` worker processes are forked from this one (POSIX), each holding every
+runtime object; a worker takes one evaluation at a time (a runtime and a case id) and answers one
+JSON line (:func:`ctcop.conformance.verdict.judge`). A worker that dies (OpenVINO's kernel on an
+empty target, spec 12.2 D1, or any runtime's abort) costs the evaluation it was running, recorded
+as a ``crash`` with the signal, and a fresh worker takes its place; one that gives no answer
+within ``timeout_s`` is killed and replaced (``timeout``). Workers ignore SIGINT (the terminal's
+Ctrl-C reaches the whole process group: this process stops them itself) and their output goes to
+/dev/null. The libraries a worker imported (OpenVINO, onnxruntime, the frameworks; see
+:data:`PRELOADABLE`) are imported here before the next fork, so that a replacement starts warm.
+
+**Twice.** Every case is evaluated twice per runtime: by two different workers when ``jobs`` > 1
+(concurrently where they are free), by the same worker one after the other otherwise. Two answers
+that differ bit for bit (NaN == NaN; or in kind: a value and an exception, a crash and a value)
+make the case ``nondeterministic``, whatever the reference says; otherwise the first answer's
+verdict stands. A timeout in either run is the case's ``timeout``. The results do not depend on
+``jobs``: each (runtime, case) is judged from its own two evaluations only, and results are in
+runtime order, then case id.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import contextlib
+import faulthandler
 import json
 import os
-import subprocess
+import select
+import signal
 import sys
-import threading
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from .verdict import judge
 
-from ..reference import ctc_loss
-from ..tolerance import compare
-from .cases import Case, edge_cases, random_cases
-from .report import RuntimeReport
+if TYPE_CHECKING:
+    from .corpus import CorpusCase
 
-DTYPES = ("float32", "float64")
+RUNS = 2
+DEFAULT_TIMEOUT_S = 120.0
+# Imported into this process once a worker has imported them (import only: no thread pool or
+# model exists before the fork). Each is fork-safe after import (measured: openvino 2026.4,
+# onnxruntime 1.32, torch 2.14, tensorflow 2.21, jax 0.10).
+PRELOADABLE = (
+    "ml_dtypes",
+    "onnx",
+    "onnx.reference",
+    "onnxruntime",
+    "openvino",
+    "ctcop.onnx",
+    "ctcop.openvino",
+    "torch",
+    "tensorflow",
+    "jax",
+    "optax",
+)
+Run = dict[str, Any]
+Key = tuple[str, str]
 
 
-def corpus(pattern: str = "*") -> list[Case]:
-    """The bundled corpus, in a fixed order, less the cases whose names do not match the glob
-    ``pattern`` (workers rebuild it and refer to cases by index)."""
-    # The second random set has up to 300 classes: the ONNX export gathers emissions one way up to
-    # 32 classes and another way above (spec 11.2).
-    base = edge_cases() + random_cases(seed=2026, count=60) + random_cases(seed=2027, count=8, max_c=300)
-    cases = [
-        Case(f"{case.name}/{dtype}", case.inputs.astype(dtype), case.sequence_mask, case.labels, case.attributes)
-        for dtype in DTYPES
-        for case in base
-    ]
-    return [case for case in cases if fnmatch.fnmatchcase(case.name, pattern)]
+@dataclass(frozen=True)
+class Settings:
+    """``jobs`` worker processes; ``timeout_s`` per evaluation; ``preload``: import the workers'
+    libraries here before forking replacements."""
+
+    jobs: int = 1
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    preload: bool = True
 
 
-def evaluate(runtime: Any, case: Case) -> dict[str, Any]:
-    """One case through one runtime: ``{"status": pass | fail | error, "detail": ...}``."""
-    expected = ctc_loss(case.inputs, case.sequence_mask, case.labels, **case.attributes)
+@dataclass(frozen=True)
+class Task:
+    number: int
+    runtime: str
+    case: str
+    run: int
+
+    @property
+    def key(self) -> Key:
+        return (self.runtime, self.case)
+
+
+@dataclass
+class Worker:
+    pid: int
+    send: int
+    receive: int
+    buffer: bytes = b""
+    task: Task | None = None
+    started: float = 0.0
+
+
+# -- the worker side -----------------------------------------------------------------------------
+
+
+def _lines(fd: int) -> Iterator[bytes]:
+    with os.fdopen(fd, "rb") as reader:
+        yield from reader
+
+
+def serve(receive: int, send: int, runtimes: Mapping[str, Any], cases: Mapping[str, CorpusCase]) -> None:
+    """The worker's loop: a request ``{"task", "runtime", "case"}`` per line in, a verdict per line
+    out (with ``"modules"``: the preloadable libraries imported since the fork, once they change)."""
+    reported: set[str] = {name for name in PRELOADABLE if name in sys.modules}
+    with os.fdopen(send, "wb", buffering=0) as writer:
+        for line in _lines(receive):
+            request = json.loads(line)
+            answer: Run = {"task": request["task"]}
+            answer |= judge(runtimes[request["runtime"]], cases[request["case"]])
+            loaded = {name for name in PRELOADABLE if name in sys.modules} - reported
+            if loaded:
+                answer["modules"] = sorted(loaded)
+                reported |= loaded
+            writer.write(json.dumps(answer, allow_nan=True).encode() + b"\n")
+
+
+def _child(receive: int, send: int, close: Sequence[int], runtimes: Mapping[str, Any], cases: Any) -> None:
+    """The forked worker: never returns (``os._exit``), whatever happens."""
+    code = 1
     try:
-        got = runtime(case.inputs, case.sequence_mask, case.labels, **case.attributes)
-    except Exception as error:  # a runtime's failure is a finding, whatever its type
-        lines = str(error).strip().splitlines() or [type(error).__name__]
-        return {"status": "error", "detail": f"{type(error).__name__}: {lines[-1][:200]}"}
-    problem = compare(got, expected, case.inputs.dtype.name)
-    return {"status": "fail" if problem else "pass", "detail": problem or ""}
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        faulthandler.disable()  # a host's fault handler (pytest's) writes to a copy of its stderr
+        for fd in close:
+            os.close(fd)
+        quiet = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(quiet, fd)
+        serve(receive, send, runtimes, cases)
+        code = 0
+    except BaseException:  # a worker reports through its pipe or not at all
+        code = 1
+    finally:
+        os._exit(code)
 
 
-def write_corpus(folder: str) -> int:
-    """Write every corpus case as ``<folder>/<name>.npz`` (``inputs``, ``sequence_mask``,
-    ``labels``, the two attributes as 0-d bools, and the reference ``expected`` loss), for runtimes
-    that ctcop has no adapter for. Returns the number of files written."""
-    os.makedirs(folder, exist_ok=True)
-    cases = corpus()
-    for case in cases:
-        expected = ctc_loss(case.inputs, case.sequence_mask, case.labels, **case.attributes)
-        arrays: dict[str, Any] = {
-            "inputs": case.inputs,
-            "sequence_mask": case.sequence_mask,
-            "labels": case.labels,
-            "expected": expected,
-            **{name: np.array(value) for name, value in case.attributes.items()},
-        }
-        np.savez(os.path.join(folder, case.name.replace("/", "__") + ".npz"), **arrays)
-    return len(cases)
+# -- the parent side -----------------------------------------------------------------------------
 
 
-def worker(runtime_name: str, start: int, pattern: str) -> None:
-    """Evaluate the selected cases from ``start`` on with one runtime, one JSON line per case."""
-    from .runtimes import RUNTIMES
-
-    runtime = RUNTIMES[runtime_name]
-    for index, case in enumerate(corpus(pattern)):
-        if index >= start:
-            print(json.dumps({"index": index, **evaluate(runtime, case)}), flush=True)
-
-
-def _run_worker(command: list[str], timeout_s: float, on_line: Callable[[str], None]) -> int | None:
-    """Run one worker, handing each line it prints to ``on_line`` as it comes; its exit code, or
-    None when it was killed for running over ``timeout_s``. However this ends (an interruption
-    raised in the parent included), the worker is killed if still running and reaped."""
-    expired = threading.Event()
-    with subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    ) as process:
-
-        def expire() -> None:
-            expired.set()
-            process.kill()
-
-        timer = threading.Timer(timeout_s, expire)
-        timer.start()
+def _death(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
         try:
-            assert process.stdout is not None
-            for line in process.stdout:
-                on_line(line)
-            code = process.wait()
+            return f"killed by {signal.Signals(number).name}"
+        except ValueError:
+            return f"killed by signal {number}"
+    return f"exited with code {os.WEXITSTATUS(status)}"
+
+
+@contextlib.contextmanager
+def _silenced() -> Iterator[None]:
+    """fds 1 and 2 on /dev/null meanwhile (libraries print banners when imported)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, quiet):
+            os.close(fd)
+
+
+@dataclass
+class Pool:
+    """``settings.jobs`` workers running tasks; ``on_run(task, answer)`` gets every evaluation."""
+
+    runtimes: Mapping[str, Any]
+    cases: Mapping[str, CorpusCase]
+    settings: Settings
+    on_run: Callable[[Task, Run], None]
+    slots: list[Worker | None] = field(default_factory=list)
+    first: dict[Key, int] = field(default_factory=dict)  # who ran a case's first evaluation
+    wanted: set[str] = field(default_factory=set)
+    loaded: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.slots = [None] * max(1, self.settings.jobs)
+
+    def _preload(self) -> None:
+        for name in sorted(self.wanted - self.loaded):
+            self.loaded.add(name)
+            with _silenced(), contextlib.suppress(Exception):
+                __import__(name)
+
+    def _spawn(self) -> Worker:
+        if self.settings.preload:
+            self._preload()
+        to_child, from_parent = os.pipe()
+        from_child, to_parent = os.pipe()
+        others = [fd for w in self.slots if w is not None for fd in (w.send, w.receive)]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child's coverage is not collected
+            _child(to_child, to_parent, [from_parent, from_child, *others], self.runtimes, self.cases)
+        os.close(to_child)
+        os.close(to_parent)
+        return Worker(pid, from_parent, from_child)
+
+    def _end(self, worker: Worker, kill: bool) -> str:
+        """Stop (if ``kill``) and reap ``worker``, close its pipes, free its slot; how it ended."""
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, signal.SIGKILL)
+        _, status = os.waitpid(worker.pid, 0)
+        for fd in (worker.send, worker.receive):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.slots[self.slots.index(worker)] = None
+        return _death(status)
+
+    def stop(self) -> None:
+        """Kill and reap every worker (interruptions included: nothing outlives the pool)."""
+        for worker in [w for w in self.slots if w is not None]:
+            self._end(worker, kill=True)
+
+    def _allowed(self, task: Task, worker: Worker) -> bool:
+        return len(self.slots) == 1 or task.run == 0 or self.first.get(task.key) != worker.pid
+
+    def _assign(self, pending: list[Task]) -> None:
+        for slot, worker in enumerate(self.slots):
+            if not pending:
+                return
+            if worker is None:
+                worker = self.slots[slot] = self._spawn()
+            if worker.task is not None:
+                continue
+            choice = next((i for i, task in enumerate(pending) if self._allowed(task, worker)), None)
+            if choice is None:
+                continue
+            task = pending.pop(choice)
+            request = {"task": task.number, "runtime": task.runtime, "case": task.case}
+            try:
+                os.write(worker.send, json.dumps(request).encode() + b"\n")
+            except BrokenPipeError:  # it died idle: the task goes back, the slot is refilled
+                pending.insert(choice, task)
+                self._end(worker, kill=True)
+                continue
+            if task.run == 0:
+                self.first[task.key] = worker.pid
+            worker.task, worker.started = task, time.monotonic()
+
+    def _answered(self, worker: Worker, data: bytes) -> None:
+        worker.buffer += data
+        while b"\n" in worker.buffer and worker.task is not None:
+            line, _, worker.buffer = worker.buffer.partition(b"\n")
+            answer: Run = json.loads(line)
+            self.wanted |= set(answer.pop("modules", []))
+            task, worker.task = worker.task, None
+            self.on_run(task, answer)
+
+    def _lost(self, worker: Worker, timed_out: bool) -> None:
+        task = worker.task
+        how = self._end(worker, kill=timed_out)
+        if task is None:
+            return
+        if timed_out:
+            answer = {
+                "kind": "timeout",
+                "status": "timeout",
+                "message": f"no answer within {self.settings.timeout_s:g} s",
+            }
+        else:
+            answer = {"kind": "crash", "status": "crash", "message": f"the worker process died ({how})"}
+        self.on_run(task, answer)
+
+    def _wait(self) -> None:
+        """Wait for the next answer, death or timeout, and handle it."""
+        live = [w for w in self.slots if w is not None]
+        busy = [w for w in live if w.task is not None]
+        now = time.monotonic()
+        left = min((w.started + self.settings.timeout_s - now for w in busy), default=1.0)
+        ready, _, _ = select.select([w.receive for w in live], [], [], max(0.0, left))
+        for worker in [w for w in live if w.receive in ready]:
+            data = os.read(worker.receive, 1 << 16)
+            if data:
+                self._answered(worker, data)
+            else:
+                self._lost(worker, timed_out=False)
+        now = time.monotonic()
+        for worker in busy:
+            if worker.task is not None and worker in self.slots and now - worker.started > self.settings.timeout_s:
+                self._lost(worker, timed_out=True)
+
+    def run(self, tasks: Sequence[Task]) -> None:
+        """Run every task; the workers are stopped however this ends."""
+        pending = list(tasks)
+        try:
+            while pending or any(w is not None and w.task is not None for w in self.slots):
+                self._assign(pending)
+                self._wait()
         finally:
-            timer.cancel()
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-    return None if expired.is_set() else code
+            self.stop()
 
 
-def run_runtime(
-    runtime_name: str, pattern: str = "*", timeout_s: float = 600.0, into: RuntimeReport | None = None
-) -> RuntimeReport:
-    """Run one runtime over the selected cases in worker subprocesses, surviving crashes. Outcomes
-    go into ``into`` (a new report by default) as each case finishes, so that a caller interrupted
-    meanwhile still holds what finished."""
-    names = [case.name for case in corpus(pattern)]
-    report = RuntimeReport(runtime_name) if into is None else into
-    start = 0
-    while start < len(names):
-        command = [sys.executable, "-m", "ctcop.conformance", runtime_name, str(start), pattern]
-        last = start - 1
-
-        def record(line: str) -> None:
-            nonlocal last
-            if line.startswith("{"):
-                outcome = json.loads(line)
-                last = outcome["index"]
-                report.outcomes[names[last]] = {"status": outcome["status"], "detail": outcome["detail"]}
-
-        code = _run_worker(command, timeout_s, record)
-        if code == 0 and last == len(names) - 1:
-            break
-        dead = last + 1
-        if dead < len(names):
-            why = "timed out" if code is None else f"worker exited with code {code}"
-            report.outcomes[names[dead]] = {"status": "crash", "detail": why}
-        start = dead + 1
-    return report
+# -- two evaluations, one result -----------------------------------------------------------------
 
 
-def available_runtimes() -> list[str]:
-    """Runtime adapters whose libraries import here (the reference is always there)."""
-    from .runtimes import RUNTIMES
+def _describe(answer: Run) -> str:
+    if answer["kind"] == "value":
+        return "returned [" + " ".join(answer.get("loss", [])[:8]) + "]"
+    if answer["kind"] == "skip":
+        return f"unsupported ({answer['message']})"
+    return str(answer["message"])
 
-    needs = {"onnxruntime": "onnxruntime", "onnx-reference": "onnx.reference"}
-    names = []
-    for name in RUNTIMES:
-        module = needs.get(name, "openvino" if name.startswith("openvino") else "numpy")
-        try:
-            __import__(module)
-        except ImportError:
-            continue
-        names.append(name)
-    return names
+
+def _difference(first: Run, second: Run) -> str:
+    if first["kind"] == second["kind"] == "value":
+        a, b = first.get("loss", []), second.get("loss", [])
+        if a != b:
+            where = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+            x = a[where] if where < len(a) else "nothing"
+            y = b[where] if where < len(b) else "nothing"
+            return (
+                f"sample {where}: run 1 gave {x}, run 2 gave {y} (run 1 {_describe(first)}; run 2 {_describe(second)})"
+            )
+        if first.get("loss_bits") != second.get("loss_bits"):
+            return f"the two runs' losses differ in element type or shape (run 1 {_describe(first)})"
+        return f"the gradient differs between the two runs (the loss is the same: {_describe(first)[9:]})"
+    return f"run 1 {_describe(first)}; run 2 {_describe(second)}"
+
+
+def combine(first: Run, second: Run) -> Run:
+    """The case's status, errors and message from its two evaluations (module docstring)."""
+    for number, answer in enumerate((first, second), 1):
+        if answer["kind"] == "timeout":
+            return {"status": "timeout", "max_abs_err": None, "max_rel_err": None,
+                    "message": f"{answer['message']} (run {number})"}  # fmt: skip
+    same = first["kind"] == second["kind"] and all(
+        first.get(part) == second.get(part) for part in ("loss_bits", "grad_bits", "loss")
+    )
+    if not same:
+        return {"status": "nondeterministic", "max_abs_err": None, "max_rel_err": None,
+                "message": _difference(first, second)}  # fmt: skip
+    return {name: first.get(name) for name in ("status", "max_abs_err", "max_rel_err")} | {
+        "message": first.get("message", "")
+    }
+
+
+def tasks_for(runtimes: Sequence[str], case_ids: Sequence[str]) -> list[Task]:
+    """Every evaluation, in order: runtime, case, run."""
+    order = [(runtime, case, run) for runtime in runtimes for case in case_ids for run in range(RUNS)]
+    return [Task(number, *item) for number, item in enumerate(order)]
+
+
+def run_cases(
+    runtimes: Mapping[str, Any],
+    cases: Sequence[CorpusCase],
+    settings: Settings,
+    on_result: Callable[[Run], None],
+) -> None:
+    """Evaluate every case with every runtime of ``runtimes`` (name -> runtime, in order), twice;
+    ``on_result`` gets each (runtime, case)'s result ``{"case", "runtime", "status",
+    "max_abs_err", "max_rel_err", "message"}`` as soon as its two evaluations are in."""
+    by_id = {case.id: case for case in cases}
+    answers: dict[Key, dict[int, Run]] = {}
+
+    def on_run(task: Task, answer: Run) -> None:
+        got = answers.setdefault(task.key, {})
+        got[task.run] = answer
+        if len(got) == RUNS:
+            del answers[task.key]
+            on_result({"case": task.case, "runtime": task.runtime} | combine(got[0], got[1]))
+
+    pool = Pool(runtimes, by_id, settings, on_run)
+    pool.run(tasks_for(list(runtimes), [case.id for case in cases]))
+
+
+def sort_results(results: Sequence[Run], runtimes: Sequence[str]) -> list[Run]:
+    """Results in runtime order (``runtimes``), then case id."""
+    rank = {name: index for index, name in enumerate(runtimes)}
+    return sorted(results, key=lambda r: (rank.get(r["runtime"], len(rank)), r["runtime"], r["case"]))

@@ -1,0 +1,62 @@
+"""The conformance results as JUnit XML (``--junit PATH``), the form CI systems read.
+
+``<testsuites name="ctcop conformance">`` holds one ``<testsuite>`` per runtime (name = the
+runtime) and in it one ``<testcase classname="ctcop.conformance.RUNTIME" name="CASE ID">`` per
+case: ``fail``, ``xpass`` and ``nondeterministic`` carry a ``<failure type=STATUS>``; ``error``,
+``crash`` and ``timeout`` an ``<error type=STATUS>``; ``skip`` and ``xfail`` a ``<skipped
+type=STATUS>`` (as pytest writes an xfail); a pass nothing. ``message`` holds the result's message.
+A runtime that is not available is a suite with one skipped testcase saying why.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+FAILURE = ("fail", "xpass", "nondeterministic")
+ERROR = ("error", "crash", "timeout")
+SKIPPED = ("skip", "xfail")
+
+
+def _clean(text: str) -> str:
+    """Text XML 1.0 can hold (control characters other than tab and newline removed)."""
+    return "".join(c for c in text if c in "\t\n" or (ord(c) >= 32 and c not in "\ufffe\uffff"))
+
+
+def _testcase(suite: ET.Element, runtime: str, result: Mapping[str, Any]) -> None:
+    case = ET.SubElement(suite, "testcase", classname=f"ctcop.conformance.{runtime}", name=result["case"], time="0")
+    status, message = result["status"], _clean(str(result.get("message") or ""))
+    tag = "failure" if status in FAILURE else "error" if status in ERROR else "skipped" if status in SKIPPED else None
+    if tag is not None:
+        element = ET.SubElement(case, tag, type=status, message=message[:1000] or status)
+        if tag != "skipped":
+            element.text = message
+
+
+def document(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Mapping[str, Any]]) -> str:
+    """The XML text for ``runtimes`` (``{"name", "available", "reason"}``) and ``results``."""
+    root = ET.Element("testsuites", name="ctcop conformance")
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    for runtime in runtimes:
+        name = runtime["name"]
+        mine = [r for r in results if r["runtime"] == name]
+        suite = ET.SubElement(root, "testsuite", name=name)
+        if not runtime["available"] and not mine:
+            mine = [{"case": "available", "status": "skip", "message": f"not installed: {runtime['reason']}"}]
+        for result in mine:
+            _testcase(suite, name, result)
+        counts = {
+            "tests": len(mine),
+            "failures": sum(r["status"] in FAILURE for r in mine),
+            "errors": sum(r["status"] in ERROR for r in mine),
+            "skipped": sum(r["status"] in SKIPPED for r in mine),
+        }
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.set("time", "0")
+    for key, value in totals.items():
+        root.set(key, str(value))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

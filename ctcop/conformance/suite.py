@@ -1,0 +1,137 @@
+"""A conformance run from start to end, as ``ctcop conformance`` does it: the runtimes
+(:mod:`.registry`), the cases (``corpus.select(corpus.load_all(), patterns)``, then the shard),
+the runner (:mod:`.runner`), expected failures (:mod:`.expected`) and what the report records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import corpus, expected, registry, report, runner, shard
+
+
+class PlanError(ValueError):
+    """A usage error found while planning (unknown runtime, empty selection, ...), one line;
+    ``option`` is the option at fault."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+@dataclass
+class Plan:
+    """What a run will do: ``listed`` runtimes (the chosen ones, available or not), the cases, the
+    selection it came from and the expected failures."""
+
+    listed: list[registry.Entry]
+    cases: list[corpus.CorpusCase]
+    patterns: list[str]
+    shard: tuple[int, int] | None
+    expected: list[expected.Expected] = field(default_factory=list)
+
+    @property
+    def runnable(self) -> dict[str, Any]:
+        return {entry.name: entry.runtime for entry in self.listed if entry.available is None}
+
+    def runtimes(self) -> list[dict[str, Any]]:
+        """The report's ``runtimes``."""
+        return [
+            {"name": e.name, "description": e.description, "available": e.available is None, "reason": e.available}
+            for e in self.listed
+        ]
+
+
+def choose(entries: Sequence[registry.Entry], names: Sequence[str] | None) -> list[registry.Entry]:
+    """The runtimes named (in that order; each must exist and be available), or every one."""
+    if not names:
+        return list(entries)
+    known = {entry.name: entry for entry in entries}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise PlanError("runtimes", f"unknown runtime: {', '.join(unknown)}; have {', '.join(known)}")
+    missing = [f"{n} ({known[n].available})" for n in names if known[n].available is not None]
+    if missing:
+        raise PlanError("runtimes", f"not installed: {'; '.join(missing)}")
+    return [known[name] for name in dict.fromkeys(names)]
+
+
+def select_cases(patterns: Sequence[str], shard_spec: tuple[int, int] | None, root: str | None = None) -> list[Any]:
+    """The cases of ``patterns`` (tags or globs; none: all but scale), then of the shard."""
+    chosen = corpus.select(corpus.load_all(root), list(patterns) or None)
+    if not chosen:
+        raise PlanError("select", f"{', '.join(patterns) or 'the default selection'} matches no case of the corpus")
+    return shard.select(chosen, [case.id for case in chosen], shard_spec)
+
+
+def make_plan(
+    names: Sequence[str] | None,
+    modules: Sequence[str],
+    patterns: Sequence[str],
+    shard_spec: tuple[int, int] | None,
+    expected_failures: Sequence[expected.Expected] = (),
+) -> Plan:
+    try:
+        entries = registry.discover(modules)
+    except registry.RegistryError as error:
+        raise PlanError("runtime_module", str(error)) from None
+    listed = choose(entries, names)
+    cases = select_cases(patterns, shard_spec)
+    return Plan(listed, cases, list(patterns), shard_spec, list(expected_failures))
+
+
+def environment(plan: Plan, settings: runner.Settings, expected_path: str | None) -> dict[str, Any]:
+    """``versions``, ``machine``, ``selection`` and ``settings`` of the report."""
+    shard_text = None if plan.shard is None else f"{plan.shard[0]}/{plan.shard[1]}"
+    return {
+        "versions": report.versions([e.runtime for e in plan.listed if e.runtime is not None]),
+        "machine": report.machine(),
+        "selection": {"patterns": plan.patterns, "shard": shard_text, "cases": len(plan.cases)},
+        "settings": {
+            "jobs": settings.jobs,
+            "timeout_s": settings.timeout_s,
+            "runs": runner.RUNS,
+            "expected_failures": None if expected_path is None else os.path.abspath(expected_path),
+        },
+    }
+
+
+def run(plan: Plan, settings: runner.Settings, into: list[dict[str, Any]], progress: Callable[[Any], None]) -> None:
+    """Run the plan; results (expected failures applied) are appended to ``into`` as they come, so
+    that an interruption leaves what finished there."""
+    tags: Mapping[str, Sequence[str]] = {case.id: case.tags for case in plan.cases}
+
+    def on_result(result: dict[str, Any]) -> None:
+        final = expected.apply(result, plan.expected, tags[result["case"]])
+        into.append(final)
+        progress(final)
+
+    if plan.runnable:
+        runner.run_cases(plan.runnable, plan.cases, settings, on_result)
+    into[:] = runner.sort_results(into, [entry.name for entry in plan.listed])
+
+
+def write_corpus(cases: Sequence[corpus.CorpusCase], folder: str) -> int:
+    """Copy the folders of ``cases`` into ``folder`` (created; ids as paths, as in the package) with
+    an ``index.json`` that lists them: a corpus tree that :func:`corpus.load_all` reads. The count."""
+    source = corpus.default_root()
+    index = json.loads((source / corpus.INDEX).read_text(encoding="utf-8"))
+    os.makedirs(folder, exist_ok=True)
+    for case in cases:
+        shutil.copytree(case.folder, os.path.join(folder, *case.id.split("/")), dirs_exist_ok=True)
+    index["cases"] = sorted(case.id for case in cases)
+    with open(os.path.join(folder, corpus.INDEX), "w", encoding="utf-8") as file:
+        file.write(corpus.dumps(index))
+    return len(cases)
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

@@ -1,0 +1,183 @@
+"""One evaluation of one case by one runtime, judged: the loss by :func:`ctcop.tolerance.compare`
+(spec section 10), the gradient by :func:`compare_grad`, a case that must be rejected by
+:func:`rejected`. Runs in a worker process; what it returns is JSON.
+
+**Rejection.** For a case with ``expect == "reject"`` a runtime conforms when it raises (any
+exception but :class:`~.protocol.Unsupported`) or returns NaN for every *offending* sample: the
+samples whose own inputs break a per-sample rule (spec 3.1 and 3.3 in the time-major form, 7.1 and
+7.2 in the released form), or every sample when the fault is the batch's (a shape, an element
+type, C = 0, ``blank_index``). The second way is how a total function refuses (ctcop's exported
+graphs, spec 11.5); anything else (a finite value for an offending sample) is accepting invalid
+input, a ``fail``.
+
+**Gradient.** When the runtime's :class:`~.protocol.Outcome` has a gradient and the case has an
+expected one, a loss that passes is followed by the gradient, elementwise at
+:data:`GRAD_TOLERANCE` of the logits' element type: ``|got - expected| <= atol + rtol *
+|expected|``, NaN and infinities exactly where the reference has them. Gradient entries are
+differences of probabilities in [-1, 1], so the absolute term carries the small ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import canonical
+from ..tolerance import Tolerance, compare, max_errors
+from .protocol import Unsupported, outcome
+
+if TYPE_CHECKING:
+    from .corpus import CorpusCase
+
+GRAD_TOLERANCE = {
+    "float64": Tolerance(rtol=1e-9, atol=1e-12),
+    "float32": Tolerance(rtol=1e-4, atol=1e-5),
+    "float16": Tolerance(rtol=1e-2, atol=1e-2),
+    "bfloat16": Tolerance(rtol=1e-2, atol=1e-2),
+}
+SHOWN = 8  # loss values quoted in a message
+_SAMPLE = re.compile(r"^(labels|label_length|logit_length)\[(\d+)")
+
+
+def number(value: Any) -> str:
+    """A number as plain text: the shortest repr in its own element type ("1.25", "inf", "nan")."""
+    if isinstance(value, np.generic):
+        return str(value)
+    return repr(float(value)) if isinstance(value, (float, np.floating)) else str(value)
+
+
+def compare_grad(got: npt.ArrayLike, expected: npt.ArrayLike, dtype: str) -> str | None:
+    """None when the gradient ``got`` conforms to ``expected`` at :data:`GRAD_TOLERANCE` of
+    ``dtype`` (float32 for an unknown type); otherwise the first disagreement, in one line that
+    starts with "gradient"."""
+    g = np.asarray(got, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if g.shape != e.shape:
+        return f"gradient: shape {list(g.shape)}, expected {list(e.shape)}"
+    limit = GRAD_TOLERANCE.get(dtype, GRAD_TOLERANCE["float32"])
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = (np.isnan(g) & np.isnan(e)) | (np.isinf(e) & (g == e))
+        close = np.isfinite(g) & np.isfinite(e) & (np.abs(g - e) <= limit.atol + limit.rtol * np.abs(e))
+    bad = ~(same | close)
+    if not bad.any():
+        return None
+    where = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
+    with np.errstate(invalid="ignore", over="ignore"):
+        off = np.where(same, 0.0, np.abs(g - e))
+        off[np.isnan(off)] = np.inf
+        relevant = np.abs(e) >= limit.atol  # relative to entries the absolute term does not carry
+        worst_abs = float(off.max())
+        worst_rel = float((off[relevant] / np.abs(e[relevant])).max()) if relevant.any() else 0.0
+    return (
+        f"gradient at {list(where)}: got {number(g[where])}, expected {number(e[where])} "
+        f"({int(bad.sum())} of {bad.size} entries off; max abs err {number(worst_abs)}, max rel err "
+        f"{number(worst_rel)} where |expected| >= atol; tolerance rel {limit.rtol:g} abs {limit.atol:g})"
+    )
+
+
+def offending(case: CorpusCase) -> npt.NDArray[np.bool_] | None:
+    """The samples whose own inputs break a rule ([N] bools), or None when the fault is the
+    batch's (every sample must answer NaN)."""
+    x = case.inputs
+    if case.form == "spec":
+        try:
+            _, _, _, faults = canonical.time_major_faults(x["inputs"], x["sequence_mask"], x["labels"])
+        except ValueError:  # a rank or an element type: the batch's
+            return None
+        return None if faults.all() else faults
+    found = _SAMPLE.match(case.error or "")
+    logits = x.get("logits")
+    if found is None or logits is None or logits.ndim != 3:
+        return None
+    faults = np.zeros(logits.shape[0], dtype=bool)
+    if int(found.group(2)) < faults.size:
+        faults[int(found.group(2))] = True
+    return faults
+
+
+def rejected(loss: np.ndarray, case: CorpusCase) -> str | None:
+    """None when ``loss`` refuses the invalid ``case`` (NaN for every offending sample); else why not."""
+    faults = offending(case)
+    values = np.asarray(loss, dtype=np.float64)
+    if faults is None:
+        if values.size and np.isnan(values).all():
+            return None
+        return f"accepted invalid input (rule {case.rule}: {case.error}): got {shown(loss)}, NaN expected everywhere"
+    if values.shape != faults.shape:
+        return f"accepted invalid input (rule {case.rule}): loss shape {list(values.shape)}, expected {[faults.size]}"
+    wrong = faults & ~np.isnan(values)
+    if not wrong.any():
+        return None
+    first = int(np.argmax(wrong))
+    return (
+        f"accepted invalid input (rule {case.rule}: {case.error}): sample {first} got "
+        f"{number(np.asarray(loss).ravel()[first])}, NaN expected for samples {np.flatnonzero(faults).tolist()}"
+    )
+
+
+def shown(values: np.ndarray) -> str:
+    flat = np.asarray(values).ravel()
+    text = " ".join(number(v) for v in flat[:SHOWN])
+    return f"[{text}{' ...' if flat.size > SHOWN else ''}]" + (f" ({flat.size} values)" if flat.size > SHOWN else "")
+
+
+def bits(array: np.ndarray | None) -> str:
+    """A digest of ``array``'s element type, shape and bytes, every NaN made one NaN (so two
+    results are identical when they are bit for bit, NaN == NaN)."""
+    if array is None:
+        return ""
+    a = np.ascontiguousarray(array)
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        a = a.copy()
+        a[np.isnan(a.astype(np.float64))] = np.nan
+    digest = hashlib.sha256(f"{a.dtype.name}{a.shape}".encode())
+    digest.update(a.tobytes())
+    return digest.hexdigest()[:32]
+
+
+def _raised(error: Exception) -> str:
+    lines = [line for line in str(error).strip().splitlines() if line.strip()] or [""]
+    text = lines[-1].strip()[:300]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _value_verdict(case: CorpusCase, loss: np.ndarray, grad: np.ndarray | None) -> dict[str, Any]:
+    if case.expect == "reject":
+        problem = rejected(loss, case)
+        message = problem or f"rejected: NaN for the offending samples, got {shown(loss)}"
+        return {"status": "fail" if problem else "pass", "max_abs_err": None, "max_rel_err": None, "message": message}
+    expected = case.expected_loss
+    assert expected is not None
+    dtype = case.tolerance or "float64"
+    problem = compare(loss, expected, dtype)
+    worst_abs, worst_rel = max_errors(loss, expected)
+    if problem is None and grad is not None and case.expected_grad is not None:
+        problem = compare_grad(grad, case.expected_grad, dtype)
+    return {"status": "fail" if problem else "pass", "max_abs_err": worst_abs, "max_rel_err": worst_rel,
+            "message": problem or ""}  # fmt: skip
+
+
+def judge(runtime: Any, case: CorpusCase) -> dict[str, Any]:
+    """Evaluate ``case`` with ``runtime`` once: ``{"kind": value | raised | skip, "status", "max_abs_err",
+    "max_rel_err", "message", "loss" (the values as text), "loss_bits", "grad_bits"}``."""
+    try:
+        answer = outcome(runtime.run(case))
+    except Unsupported as why:
+        return {"kind": "skip", "status": "skip", "message": str(why) or "unsupported", "loss_bits": "skip"}
+    except Exception as error:  # whatever a runtime raises is its answer
+        raised = _raised(error)
+        status = "pass" if case.expect == "reject" else "error"
+        message = f"rejected: {raised}" if status == "pass" else raised
+        return {"kind": "raised", "status": status, "message": message, "loss_bits": type(error).__name__}
+    loss = np.asarray(answer.loss)
+    grad = None if answer.grad is None else np.asarray(answer.grad)
+    try:
+        verdict = _value_verdict(case, loss, grad)
+    except Exception as error:  # a result that cannot even be compared (an object array, ...)
+        verdict = {"status": "fail", "message": f"result not comparable: {_raised(error)}"}
+    values = [number(v) for v in loss.ravel()[:4096]]
+    return {"kind": "value", **verdict, "loss": values, "loss_bits": bits(loss), "grad_bits": bits(grad)}
