@@ -1,16 +1,18 @@
-"""The conformance suite: its comparison rule, crash isolation and report, as a user runs it."""
+"""The conformance suite on the data corpus: its comparison rule, crash isolation, report and exit
+codes, as a user runs it (the runner's own options: tests/test_runner.py)."""
 
 import json
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from ctcop.conformance import runner
+from ctcop.conformance import corpus
 from ctcop.tolerance import compare, max_errors, tolerance
 
-CORPUS_SIZE = len(runner.corpus())
+DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def ctcop_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -43,61 +45,77 @@ def test_tolerances_come_from_the_schema() -> None:
     assert (tolerance("float64").rtol, tolerance("float64").atol) == (1e-9, 1e-12)
 
 
-def test_corpus_covers_the_spec_edge_cases_in_both_types() -> None:
-    names = [case.name for case in runner.corpus()]
-    assert len(names) == len(set(names)) == CORPUS_SIZE
-    assert len(runner.corpus("*/float32")) == len(runner.corpus("*/float64")) == CORPUS_SIZE // 2
+def test_the_default_selection_is_the_data_corpus_less_the_scale_cases() -> None:
+    everything = corpus.load_all()
+    chosen = corpus.select(everything)
+    assert len(chosen) == len(everything) - sum("scale" in case.tags for case in everything)
+    assert {case.form for case in chosen} == {"spec", "released"}
+    names = {case.id for case in chosen}
     for edge in ("empty_targets", "infeasible_too_long", "zero_length_sequences", "single_class", "empty_batch"):
-        assert f"{edge}/float32" in names and f"{edge}/float64" in names
+        assert {f"spec/{edge}/{dtype}" for dtype in DTYPES} <= names, edge
 
 
 def test_suite_survives_a_crashing_runtime_and_reports_it(tmp_path) -> None:
     out = tmp_path / "outcomes.json"
-    result = ctcop_cli("conformance", "--runtimes", "reference,openvino", "--json", str(out), timeout=900)
-    assert result.returncode == 0, result.stderr
-    assert f"reference{CORPUS_SIZE:>15}     0      0      0" in result.stdout
+    chosen = "spec/empty_targets/*,spec/infeasible_too_long/*,spec/logits_1e4/*,spec/hand_worked/*"
+    result = ctcop_cli("conformance", "--runtimes", "reference,openvino", "--select", chosen, "--json", str(out))
+    assert result.returncode == 1, result.stderr
+    assert re.search(r"^reference +16( +0){8} ", result.stdout, re.MULTILINE), result.stdout
     document = json.loads(out.read_text())
     assert document["complete"] is True and document["interrupted_by"] is None
-    assert document["cases"] == CORPUS_SIZE and document["chosen"] == ["reference", "openvino"]
-    outcomes = document["runtimes"]
-    assert all(o["status"] == "pass" for o in outcomes["reference"].values())
-    native = outcomes["openvino"]
-    assert native["empty_targets/float32"]["status"] == "crash"  # spec 12.2 D1
-    assert native["infeasible_too_long/float32"]["status"] == "error"  # D2
-    assert native["logits_1e4/float32"]["status"] == "fail"  # D3
-    assert native["hand_worked/float32"]["status"] == "pass"
-    assert len(native) == CORPUS_SIZE
+    assert [r["name"] for r in document["runtimes"]] == ["reference", "openvino"]
+    outcomes = {(r["runtime"], r["case"]): r for r in document["results"]}
+    assert all(o["status"] == "pass" for (runtime, _), o in outcomes.items() if runtime == "reference")
+    assert outcomes["openvino", "spec/empty_targets/float32"]["status"] == "crash"  # spec 12.2 D1
+    assert outcomes["openvino", "spec/infeasible_too_long/float32"]["status"] == "error"  # D2
+    assert outcomes["openvino", "spec/logits_1e4/float32"]["status"] == "fail"  # D3
+    assert outcomes["openvino", "spec/hand_worked/float32"]["status"] == "pass"
+    assert len(outcomes) == 2 * 16
+    assert "openvino: crash on an empty target (killed by SIGSEGV)" in result.stdout
+    assert "spec 12.2 D1" in result.stdout and "spec 12.2 D3" in result.stdout
 
 
-def test_strict_mode_exit_codes() -> None:
-    assert ctcop_cli("conformance", "--runtimes", "reference", "--strict").returncode == 0
-    failing = ctcop_cli("conformance", "--runtimes", "openvino", "--cases", "logits_1e4/float32", "--strict")
+def test_exit_codes(tmp_path) -> None:
+    assert ctcop_cli("conformance", "--runtimes", "reference", "--select", "worked").returncode == 0
+    failing = ctcop_cli("conformance", "--runtimes", "openvino", "--select", "spec/logits_1e4/float32")
     assert failing.returncode == 1, failing.stderr
-    assert "openvino" in failing.stdout and "[fail] logits_1e4/float32" in failing.stdout
-    lenient = ctcop_cli("conformance", "--runtimes", "openvino", "--cases", "logits_1e4/float32")
-    assert lenient.returncode == 0
+    assert "[fail] spec/logits_1e4/float32" in failing.stdout
+    known = tmp_path / "known.txt"
+    known.write_text("openvino spec/logits_1e4/* spec 12.2 D3\n")
+    listed = ctcop_cli(
+        "conformance", "--runtimes", "openvino", "--cases", "spec/logits_1e4/float32", "--expected-failures", str(known)
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--runtimes", "tvm"], "runtimes: unknown or not installed: tvm"),
-        (["--cases", "no_such_case*"], "cases: 'no_such_case*' matches no case of the corpus"),
+        (["--runtimes", "tvm"], "runtimes: unknown runtime: tvm; have reference, onnxruntime"),
+        (["--select", "no_such_case*"], "select: no_such_case* matches no case of the corpus"),
+        (["--runtime-module", "no_such_module:x"], "runtime_module: no_such_module:x: ModuleNotFoundError"),
     ],
 )
 def test_usage_errors(args: list[str], message: str) -> None:
     result = ctcop_cli("conformance", *args)
-    assert result.returncode == 2 and message in result.stderr
+    assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
-def test_written_corpus_is_consumable_data(tmp_path) -> None:
-    result = ctcop_cli("conformance", "--write-corpus", str(tmp_path))
-    assert result.returncode == 0 and f"wrote {CORPUS_SIZE} cases" in result.stdout
-    assert len(list(tmp_path.glob("*.npz"))) == CORPUS_SIZE
-    case = np.load(tmp_path / "hand_worked__float64.npz")
-    assert case["expected"][0] == pytest.approx(-np.log(0.339), rel=1e-14)
-    assert bool(case["merge_repeated"]) and not bool(case["preprocess_collapse_repeated"])
-    assert case["inputs"].shape == (3, 1, 3) and case["labels"].tolist() == [[0, -1, -1]]
+def test_written_corpus_is_a_corpus_tree(tmp_path) -> None:
+    folder = tmp_path / "corpus"
+    result = ctcop_cli("conformance", "--write-corpus", str(folder), "--select", "worked,invalid")
+    copied = corpus.load_all(folder)
+    assert result.returncode == 0 and f"wrote {len(copied)} cases" in result.stdout
+    original = {case.id: case for case in corpus.select(corpus.load_all(), ["worked", "invalid"])}
+    assert [case.id for case in copied] == sorted(original)
+    for case in copied:
+        assert case.manifest == original[case.id].manifest
+        for name, array in case.inputs.items():
+            assert np.array_equal(array, original[case.id].inputs[name])
+    hand = corpus.load(folder / "spec" / "hand_worked" / "float64")
+    assert hand.expected_loss is not None and hand.expected_loss[0] == pytest.approx(-np.log(0.339), rel=1e-14)
+    again = ctcop_cli("conformance", "--write-corpus", str(folder))
+    assert again.returncode == 2 and "is not empty" in again.stderr
 
 
 def test_max_errors_treat_special_values_as_the_comparison_does() -> None:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -87,16 +88,22 @@ def assert_interrupted(result: subprocess.CompletedProcess, workers: list[int], 
 
 @pytest.mark.parametrize(("signum", "name"), [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
 def test_conformance_interrupted_writes_a_partial_report(tmp_path, signum: int, name: str) -> None:
+    # The workers are forked from ctcop itself: children running "ctcop conformance".
     report = str(tmp_path / "out.json")
-    result, workers = interrupt(["conformance", "--json", report], signum, "ctcop.conformance", settle_s=2.5)
+    junit = str(tmp_path / "out.xml")
+    args = ["conformance", "--json", report, "--junit", junit, "--jobs", "2"]
+    result, workers = interrupt(args, signum, "ctcop conformance", settle_s=2.5)
     assert workers
     document = assert_interrupted(result, workers, name, report)
-    outcomes = document["runtimes"]
-    statuses = [o["status"] for r in outcomes.values() for o in r.values()]
-    assert statuses and set(statuses) <= {"pass", "fail", "error", "crash"}
-    assert sum(len(r) for r in outcomes.values()) < document["cases"] * len(document["chosen"])
+    statuses = [r["status"] for r in document["results"]]
+    assert statuses and set(statuses) <= {"pass", "fail", "error", "crash", "timeout", "skip", "nondeterministic"}
+    available = [r for r in document["runtimes"] if r["available"]]
+    assert len(statuses) < document["selection"]["cases"] * len(available)
     # what was finished before the signal is there: the reference's cases all ran first
-    assert all(o["status"] == "pass" for o in outcomes["reference"].values())
+    assert all(r["status"] == "pass" for r in document["results"] if r["runtime"] == "reference")
+    counted = {runtime: sum(counts.values()) for runtime, counts in document["summary"].items()}
+    assert counted == {r["name"]: sum(x["runtime"] == r["name"] for x in document["results"]) for r in available}
+    assert ET.parse(junit).getroot().get("tests") == str(len(statuses))
 
 
 def test_conformance_report_is_complete_when_not_interrupted(tmp_path) -> None:
@@ -110,7 +117,7 @@ def test_conformance_report_is_complete_when_not_interrupted(tmp_path) -> None:
     assert result.returncode == 0, result.stderr
     document = json.loads(report.read_text())
     assert document["complete"] is True and document["interrupted_by"] is None
-    assert len(document["runtimes"]["reference"]) == document["cases"]
+    assert len(document["results"]) == document["selection"]["cases"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
 
 

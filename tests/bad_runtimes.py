@@ -1,0 +1,121 @@
+"""Deliberately wrong runtimes for the runner's tests (``--runtime-module tests/bad_runtimes.py:BAD``).
+
+Each follows the protocol of :mod:`ctcop.conformance.protocol` on spec-form cases (released-form
+cases are :class:`Unsupported`) and is wrong in one known way.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ctcop import ctc_loss, ctc_loss_grad
+from ctcop.conformance.protocol import Outcome, Unsupported
+
+
+def _spec(case: Any) -> dict[str, np.ndarray]:
+    if case.form != "spec":
+        raise Unsupported("spec form only")
+    return case.inputs
+
+
+def _reference(case: Any, inputs: np.ndarray | None = None) -> np.ndarray:
+    x = _spec(case)
+    return ctc_loss(x["inputs"] if inputs is None else inputs, x["sequence_mask"], x["labels"], **case.attributes)
+
+
+@dataclass(frozen=True)
+class BlankOffByOne:
+    """Reads the blank from class C-2 (its logits rolled by one class)."""
+
+    name: str = "blank-off-by-one"
+    description: str = "the blank read from the wrong class"
+
+    def run(self, case: Any) -> np.ndarray:
+        return _reference(case, np.roll(_spec(case)["inputs"], 1, axis=-1))
+
+
+@dataclass(frozen=True)
+class Probabilities:
+    """Returns the likelihood p instead of -ln p."""
+
+    name: str = "probabilities"
+    description: str = "probabilities instead of log space"
+
+    def run(self, case: Any) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return np.exp(-_reference(case))
+
+
+@dataclass(frozen=True)
+class Abort:
+    """The reference, but the process aborts on a case with an empty target row."""
+
+    name: str = "abort"
+    description: str = "os.abort() on empty targets"
+
+    def run(self, case: Any) -> np.ndarray:
+        labels = _spec(case)["labels"]
+        if labels.size and (labels == -1).all(axis=-1).any():
+            os.abort()
+        return _reference(case)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Random noise, different at each call."""
+
+    name: str = "noise"
+    description: str = "random numbers"
+
+    def run(self, case: Any) -> np.ndarray:
+        return np.random.default_rng().normal(size=_spec(case)["labels"].shape[0])
+
+
+@dataclass(frozen=True)
+class Sleepy:
+    """Never answers in time."""
+
+    name: str = "sleepy"
+    description: str = "sleeps a minute"
+
+    def run(self, case: Any) -> np.ndarray:
+        time.sleep(60)
+        return _reference(case)
+
+
+@dataclass(frozen=True)
+class BadGradient:
+    """The right loss with a gradient off by 0.01 everywhere."""
+
+    name: str = "bad-gradient"
+    description: str = "a wrong gradient"
+
+    def run(self, case: Any) -> Outcome:
+        x = _spec(case)
+        loss, grad = ctc_loss_grad(x["inputs"], x["sequence_mask"], x["labels"], **case.attributes)
+        return Outcome(loss, grad + np.asarray(0.01, grad.dtype))
+
+
+@dataclass(frozen=True)
+class NotInstalled:
+    name: str = "not-installed"
+    description: str = "a runtime whose library is missing"
+
+    def available(self) -> str | None:
+        return "nosuchlib not installed"
+
+    def run(self, case: Any) -> np.ndarray:
+        raise AssertionError("must not run")
+
+
+BAD = [BlankOffByOne(), Probabilities(), Abort(), Noise(), Sleepy(), BadGradient(), NotInstalled()]
+
+
+def make() -> list[Any]:
+    """The zero-argument callable form."""
+    return [Noise()]

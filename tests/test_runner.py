@@ -1,0 +1,361 @@
+"""The conformance runner (issue 11) as a user runs it: runtimes from ``--runtime-module``, two
+evaluations per case in crash-isolated workers, timeouts, expected failures, JUnit XML, shards and
+their merge; and the pieces it is made of (combining two runs, the rejection rule, the gradient
+rule, the expected-failures format, the shard split, the failure classes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctcop.conformance import classes, corpus, expected, junit, registry, report, runner, shard, suite, verdict
+from ctcop.conformance.protocol import Outcome
+
+BAD = f"{Path(__file__).with_name('bad_runtimes.py')}:BAD"
+SMALL = "spec/hand_worked/*,spec/empty_targets/*"  # 8 cases, 4 of them with an empty target
+WRONG = "reference,blank-off-by-one,probabilities,abort,bad-gradient"
+CASES = {case.id: case for case in corpus.load_all()}
+
+
+def conformance(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "ctcop", "conformance", "--runtime-module", BAD, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def statuses(document: dict) -> dict[tuple[str, str], str]:
+    return {(r["runtime"], r["case"]): r["status"] for r in document["results"]}
+
+
+def test_the_reference_passes_every_case_of_both_forms(tmp_path) -> None:
+    out = tmp_path / "reference.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "ctcop", "conformance", "--runtimes", "reference", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    document = load(out)
+    chosen = corpus.select(corpus.load_all())
+    assert document["schema"] == "ctcop-conformance-2" and document["complete"] is True
+    assert document["summary"]["reference"]["pass"] == len(chosen) == document["selection"]["cases"]
+    assert {CASES[r["case"]].form for r in document["results"]} == {"spec", "released"}
+    assert {CASES[r["case"]].expect for r in document["results"]} == {"value", "reject"}
+    assert all(r["status"] == "pass" for r in document["results"])
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_wrong_and_crashing_runtimes_are_caught(tmp_path, jobs: str) -> None:
+    out = tmp_path / f"jobs{jobs}.json"
+    result = conformance("--runtimes", WRONG, "--select", SMALL, "--jobs", jobs, "--json", str(out))
+    assert result.returncode == 1, result.stderr
+    got = statuses(load(out))
+    empty = [case for case in CASES if case.startswith("spec/empty_targets/")]
+    assert len(got) == 5 * 8
+    assert all(got["reference", case] == "pass" for case in empty)
+    assert all(got["blank-off-by-one", case] == "fail" for case in empty)
+    assert all(got["probabilities", case] == "fail" for (runtime, case) in got if runtime == "probabilities")
+    assert all(got["abort", case] == "crash" for case in empty)
+    assert all(got["abort", case] == "pass" for (runtime, case) in got if runtime == "abort" and case not in empty)
+    assert got["bad-gradient", "spec/hand_worked/float64"] == "fail"
+    messages = {(r["runtime"], r["case"]): r["message"] for r in load(out)["results"]}
+    assert "killed by SIGABRT" in messages["abort", "spec/empty_targets/float32"]
+    assert messages["bad-gradient", "spec/hand_worked/float64"].startswith("gradient at")
+    assert "np.float" not in out.read_text()
+    assert "crash on an empty target (killed by SIGABRT)" in result.stdout  # the failure classes
+
+
+def test_results_do_not_depend_on_the_number_of_jobs(tmp_path) -> None:
+    documents = []
+    for jobs in ("1", "2", "3"):
+        out = tmp_path / f"{jobs}.json"
+        conformance("--runtimes", WRONG, "--select", SMALL, "--jobs", jobs, "--json", str(out))
+        documents.append(load(out))
+    assert documents[0]["results"] == documents[1]["results"] == documents[2]["results"]
+    assert documents[0]["summary"] == documents[2]["summary"]
+
+
+def test_a_runtime_that_answers_noise_is_nondeterministic(tmp_path) -> None:
+    out = tmp_path / "noise.json"
+    result = conformance("--runtimes", "noise", "--select", "spec/hand_worked/*", "--json", str(out))
+    assert result.returncode == 1
+    document = load(out)
+    assert {r["status"] for r in document["results"]} == {"nondeterministic"}
+    assert all("run 1 gave" in r["message"] and "run 2 gave" in r["message"] for r in document["results"])
+
+
+def test_a_runtime_that_does_not_answer_times_out_and_is_replaced(tmp_path) -> None:
+    out = tmp_path / "sleepy.json"
+    started = time.monotonic()
+    result = conformance(
+        "--runtimes", "sleepy,reference", "--select", "spec/hand_worked/float*", "--timeout", "1", "--json", str(out)
+    )
+    assert time.monotonic() - started < 40
+    assert result.returncode == 1
+    got = statuses(load(out))
+    assert {got["sleepy", c] for c in ("spec/hand_worked/float32", "spec/hand_worked/float64")} == {"timeout"}
+    assert {got["reference", c] for c in ("spec/hand_worked/float32", "spec/hand_worked/float64")} == {"pass"}
+
+
+def test_expected_failures_give_xfail_and_xpass(tmp_path) -> None:
+    listed = tmp_path / "known.txt"
+    listed.write_text("# runtime case reason\nabort  spec/empty_targets/*  aborts on empty targets\n")
+    out = tmp_path / "x.json"
+    result = conformance(
+        "--runtimes", "abort", "--select", SMALL, "--expected-failures", str(listed), "--json", str(out)
+    )
+    assert result.returncode == 0, result.stdout
+    got = load(out)
+    assert got["summary"]["abort"]["xfail"] == 4 and got["summary"]["abort"]["pass"] == 4
+    assert all("aborts on empty targets" in r["message"] for r in got["results"] if r["status"] == "xfail")
+    listed.write_text(json.dumps([{"runtime": "a*", "case": "float64", "reason": "stale"}]))
+    stale = conformance(
+        "--runtimes", "abort", "--select", SMALL, "--expected-failures", str(listed), "--json", str(out)
+    )
+    assert stale.returncode == 1
+    got = statuses(load(out))
+    assert got["abort", "spec/hand_worked/float64"] == "xpass" and got["abort", "spec/empty_targets/float64"] == "xfail"
+
+
+def test_junit_xml_parses_with_the_right_counts(tmp_path) -> None:
+    xml_path, out = tmp_path / "junit.xml", tmp_path / "r.json"
+    runtimes = "reference,probabilities,abort"
+    result = conformance("--runtimes", runtimes, "--select", SMALL, "--junit", str(xml_path), "--json", str(out))
+    assert result.returncode == 1
+    root = ET.parse(xml_path).getroot()
+    assert root.tag == "testsuites" and root.get("tests") == "24"
+    suites = {suite.get("name"): suite for suite in root.findall("testsuite")}
+    assert list(suites) == ["reference", "probabilities", "abort"]
+    assert (suites["reference"].get("tests"), suites["reference"].get("failures")) == ("8", "0")
+    assert suites["probabilities"].get("failures") == "8" and suites["abort"].get("errors") == "4"
+    crashed = suites["abort"].findall("testcase/error")
+    assert len(crashed) == 4 and all(e.get("type") == "crash" for e in crashed)
+    names = [case.get("name") for case in suites["reference"].findall("testcase")]
+    assert names == sorted(c for c in CASES if c.startswith(("spec/hand_worked/", "spec/empty_targets/")))
+
+
+def test_shards_merge_into_the_unsharded_report(tmp_path) -> None:
+    args = ("--runtimes", "reference,abort,probabilities", "--select", "spec/hand_worked/*,spec/empty_*", "--jobs", "1")
+    for name, extra in (("all", ()), ("one", ("--shard", "1/2")), ("two", ("--shard", "2/2"))):
+        conformance(*args, *extra, "--json", str(tmp_path / f"{name}.json"))
+    whole, one, two = (load(tmp_path / f"{n}.json") for n in ("all", "one", "two"))
+    assert {r["case"] for r in one["results"]}.isdisjoint({r["case"] for r in two["results"]})
+    merged_path = tmp_path / "merged.json"
+    merge = subprocess.run(
+        [sys.executable, "-m", "ctcop", "conformance-merge", str(tmp_path / "two.json"), str(tmp_path / "one.json"),
+         "-o", str(merged_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert merge.returncode == 1, merge.stderr  # abort crashes, probabilities fails
+    merged = load(merged_path)
+    assert merged["results"] == whole["results"] and merged["summary"] == whole["summary"]
+    assert merged["complete"] is True and merged["selection"]["merged"] == ["1/2", "2/2"]
+    for broken, message in (({"schema": "ctcop-conformance-1"}, "schema"), ({"versions": {"numpy": "0"}}, "versions")):
+        (tmp_path / "bad.json").write_text(json.dumps(one | broken))
+        refused = subprocess.run(
+            [sys.executable, "-m", "ctcop", "conformance-merge", str(tmp_path / "bad.json"), str(tmp_path / "two.json"),
+             "-o", str(tmp_path / "m2.json")],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert refused.returncode == 2 and message in refused.stderr and refused.stderr.count("\n") == 1
+    again = subprocess.run(
+        [sys.executable, "-m", "ctcop", "conformance-merge", str(tmp_path / "one.json"), str(tmp_path / "one.json"),
+         "-o", str(tmp_path / "m3.json")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert again.returncode == 2 and "shard 1/2 is also in" in again.stderr
+
+
+def test_runtimes_that_are_not_installed_are_listed_not_run() -> None:
+    plan = suite.make_plan(None, [BAD], ["spec/hand_worked/float64"], None)
+    listed = {r["name"]: r for r in plan.runtimes()}
+    assert listed["not-installed"] == {
+        "name": "not-installed",
+        "description": "a runtime whose library is missing",
+        "available": False,
+        "reason": "nosuchlib not installed",
+    }
+    assert "not-installed" not in plan.runnable and "abort" in plan.runnable
+    table = report.format_table(plan.runtimes(), [])
+    assert "not-installed       not installed: nosuchlib not installed" in "\n".join(table)
+    refused = conformance("--runtimes", "not-installed")
+    assert refused.returncode == 2 and "not installed: not-installed (nosuchlib not installed)" in refused.stderr
+
+
+# -- the pieces ----------------------------------------------------------------------------------
+
+
+def value(loss: list[str], bits: str = "a", grad: str = "") -> dict:
+    return {"kind": "value", "status": "pass", "max_abs_err": 0.0, "max_rel_err": 0.0, "message": "",
+            "loss": loss, "loss_bits": bits, "grad_bits": grad}  # fmt: skip
+
+
+def test_two_runs_are_combined_bit_for_bit() -> None:
+    assert runner.combine(value(["1.5"]), value(["1.5"]))["status"] == "pass"
+    differ = runner.combine(value(["1.5", "nan"]), value(["1.5000001", "nan"], bits="b"))
+    assert differ["status"] == "nondeterministic"
+    assert differ["message"].startswith("sample 0: run 1 gave 1.5, run 2 gave 1.5000001")
+    grads = runner.combine(value(["1.5"], grad="x"), value(["1.5"], grad="y"))
+    assert grads["status"] == "nondeterministic" and "gradient differs" in grads["message"]
+    crash = {"kind": "crash", "status": "crash", "message": "the worker process died (killed by SIGSEGV)"}
+    assert runner.combine(crash, crash)["status"] == "crash"
+    assert runner.combine(crash, value(["1"]))["status"] == "nondeterministic"
+    late = {"kind": "timeout", "status": "timeout", "message": "no answer within 5 s"}
+    assert runner.combine(value(["1"]), late) == {
+        "status": "timeout", "max_abs_err": None, "max_rel_err": None, "message": "no answer within 5 s (run 2)"
+    }  # fmt: skip
+
+
+def test_nan_bits_are_one_nan_and_signed_zeros_differ() -> None:
+    a = np.array([np.nan, 1.0], np.float32)
+    b = np.array([-np.nan, 1.0], np.float32)
+    assert verdict.bits(a) == verdict.bits(b)
+    assert verdict.bits(np.array([0.0])) != verdict.bits(np.array([-0.0]))
+    assert verdict.bits(np.array([1.0], np.float32)) != verdict.bits(np.array([1.0], np.float64))
+
+
+class Answer:
+    name, description = "answer", "returns what it is given"
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def run(self, case: object) -> object:
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+
+def test_a_case_to_reject_passes_on_an_exception_or_nan_for_its_offending_samples() -> None:
+    per_sample = CASES["invalid/label_is_blank"]  # labels[0, 1] is the blank: sample 0 offends
+    assert verdict.offending(per_sample).tolist() == [True, False]
+    assert verdict.judge(Answer(ValueError("no")), per_sample)["status"] == "pass"
+    assert verdict.judge(Answer(np.array([np.nan, 2.0])), per_sample)["status"] == "pass"
+    accepted = verdict.judge(Answer(np.array([1.0, np.nan])), per_sample)
+    assert accepted["status"] == "fail" and "accepted invalid input (rule 3.3" in accepted["message"]
+    batch = CASES["invalid/labels_shape"]  # a shape: every sample
+    assert verdict.offending(batch) is None
+    assert verdict.judge(Answer(np.array([np.nan, np.nan])), batch)["status"] == "pass"
+    assert verdict.judge(Answer(np.array([np.nan, 1.0])), batch)["status"] == "fail"
+    released = CASES["invalid/released/label_length_negative"]  # label_length[1]
+    assert verdict.offending(released).tolist() == [False, True]
+    assert verdict.judge(Answer(np.array([3.0, np.nan])), released)["status"] == "pass"
+
+
+def test_value_cases_compare_the_loss_then_the_gradient() -> None:
+    case = CASES["spec/hand_worked/float64"]
+    loss, grad = case.expected_loss, case.expected_grad
+    assert verdict.judge(Answer(Outcome(loss, grad)), case)["status"] == "pass"
+    assert verdict.judge(Answer(ValueError("x")), case)["status"] == "error"
+    off = verdict.judge(Answer(Outcome(loss, grad + 1e-6)), case)
+    assert off["status"] == "fail" and off["message"].startswith("gradient")
+    assert verdict.judge(Answer(loss * (1 + 1e-6)), case)["status"] == "fail"
+
+
+def test_gradient_tolerances_per_element_type() -> None:
+    assert verdict.compare_grad([0.5, np.nan], [0.5 + 4e-5, np.nan], "float32") is None
+    assert verdict.compare_grad([0.5], [0.5 + 1e-3], "float32") is not None
+    assert verdict.compare_grad([0.5], [0.5 + 1e-8], "float64") is not None
+    assert verdict.compare_grad([0.5], [0.505], "bfloat16") is None
+    assert verdict.compare_grad([1.0], [np.nan], "float64") is not None
+    assert "shape" in (verdict.compare_grad(np.zeros((2, 1)), np.zeros((1, 2)), "float32") or "")
+
+
+def test_expected_failures_format() -> None:
+    entries = expected.parse("openvino  spec/empty_* crashes (D1)  # comment\n\n# only a comment\nx* float64\n")
+    assert entries == [
+        expected.Expected("openvino", "spec/empty_*", "crashes (D1)"),
+        expected.Expected("x*", "float64", ""),
+    ]
+    assert entries[1].matches("xyz", "spec/a/float32", ["float64"])
+    assert expected.parse('[{"runtime": "a", "case": "b"}]') == [expected.Expected("a", "b", "")]
+    for bad in ("justone\n", "[{}]", "{", '{"expected_failures": 3}'):
+        with pytest.raises(ValueError):
+            expected.parse(bad)
+    failing = {"runtime": "openvino", "case": "spec/empty_x", "status": "crash", "message": "died"}
+    assert expected.apply(failing, entries, [])["status"] == "xfail"
+    assert expected.apply(failing | {"status": "pass"}, entries, [])["status"] == "xpass"
+    assert expected.apply(failing | {"status": "skip"}, entries, [])["status"] == "skip"
+
+
+def test_shards_partition_the_selection() -> None:
+    ids = [f"case{i:02d}" for i in range(11)][::-1]
+    parts = [shard.select(ids, ids, (k, 3)) for k in (1, 2, 3)]
+    assert sorted(i for part in parts for i in part) == sorted(ids) and len(parts[0]) == 4
+    assert parts[0] == [i for i in ids if int(i[4:]) % 3 == 0]
+    for bad in ("0/2", "3/2", "1/0", "a/b", "1/2/3", "\u0663/4"):
+        with pytest.raises(ValueError):
+            shard.parse(bad)
+
+
+def test_failure_classes_name_the_known_defects() -> None:
+    facts = classes.facts(CASES["spec/empty_targets/float32"])
+    crash = {"status": "crash", "message": "the worker process died (killed by SIGSEGV)"}
+    assert classes.classify(crash, facts) == ("crash on an empty target (killed by SIGSEGV)", "spec 12.2 D1")
+    float64 = classes.facts(CASES["spec/hand_worked/float64"])
+    d4 = {"status": "fail", "message": "sample 0: got 1.0900000095367432, expected 1.0900000000000001"}
+    assert classes.classify(d4, float64)[1] == "spec 12.2 D4"
+    d5 = {"status": "fail", "message": "sample 1: got 3.4028234663852886e+38, expected inf"}
+    assert classes.classify(d5, float64)[1] == "spec 12.2 D5"
+    big = classes.facts(CASES["spec/logits_1e4/float32"])
+    assert classes.classify({"status": "fail", "message": "sample 0: got inf, expected 3.5"}, big)[1] == "spec 12.2 D3"
+    groups = classes.group(
+        [{"runtime": "r", "case": "spec/empty_targets/float32", **crash},
+         {"runtime": "r", "case": "spec/empty_targets/float16", **crash}],
+        CASES,
+    )  # fmt: skip
+    assert [(g.count, g.smallest) for g in groups] == [(2, "spec/empty_targets/float16")]
+
+
+def test_runtime_modules_take_objects_lists_and_callables(tmp_path) -> None:
+    path = Path(__file__).with_name("bad_runtimes.py")
+    assert [r.name for r in registry.load_module(f"{path}:make")] == ["noise"]
+    assert [r.name for r in registry.load_module(f"{path}:BAD")][:2] == ["blank-off-by-one", "probabilities"]
+    assert [r.name for r in registry.load_module(f"{path}:Noise")] == ["noise"]  # a class: called
+    for spec, message in ((f"{path}:nothing", "AttributeError"), ("no_such_module_x:y", "ModuleNotFoundError"),
+                          ("nocolon", "MODULE:ATTRIBUTE"), (f"{path}:np", "not a runtime")):  # fmt: skip
+        with pytest.raises(registry.RegistryError, match=message):
+            registry.load_module(spec)
+    names = [entry.name for entry in registry.discover()]
+    assert names[:2] == ["reference", "onnxruntime"] and len(names) == len(set(names))
+
+
+def test_junit_document_maps_every_status() -> None:
+    results = [{"runtime": "r", "case": f"c/{s}", "status": s, "message": f"m\x00{s}"} for s in
+               ("pass", "fail", "error", "crash", "timeout", "skip", "xfail", "xpass", "nondeterministic")]  # fmt: skip
+    root = ET.fromstring(junit.document([{"name": "r", "available": True, "reason": None}], results))
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert [suite.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["9", "3", "3", "2"]
+
+
+def test_workers_are_forked_and_reaped(tmp_path) -> None:
+    before = set(os.listdir("/proc"))
+    seen: list[dict] = []
+    cases = [CASES["spec/hand_worked/float64"], CASES["spec/empty_targets/float32"]]
+    runtimes = {r.name: r for r in registry.load_module(f"{Path(__file__).with_name('bad_runtimes.py')}:BAD")}
+    runner.run_cases({"abort": runtimes["abort"]}, cases, runner.Settings(jobs=2, preload=False), seen.append)
+    assert sorted((r["case"], r["status"]) for r in seen) == [
+        ("spec/empty_targets/float32", "crash"),
+        ("spec/hand_worked/float64", "pass"),
+    ]
+    assert not [pid for pid in set(os.listdir("/proc")) - before if parent(pid) == os.getpid()]
+
+
+def parent(pid: str) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
