@@ -245,3 +245,33 @@ def test_random_released_input_matches_the_per_sample_reference() -> None:
         feeds = random_released(rng)
         got = outcome(RUNTIMES["onnxruntime"].run(released_case(feeds, **attributes))).loss
         assert compare(got, per_sample_or_nan(feeds, attributes), "float32") is None, (feeds, attributes)
+
+
+@pytest.mark.parametrize("hint", ["f32", "f16"])
+def test_openvino_reads_wide_int64_released_values(tmp_path: Path, hint: str) -> None:
+    """OpenVINO's CPU plugin wraps int64 inputs to int32 before an integer operator sees them
+    (spec 12.2 D6): the released model casts each to float64 first, so 2**32 + k is a fault, not
+    k; NaN survives f16 inference precision (D7)."""
+    from ctcop.openvino import openvino_core
+
+    path = tmp_path / "released.onnx"
+    path.write_bytes(released_model(blank_index=True).SerializeToString())
+    core = openvino_core()
+    try:
+        compiled = core.compile_model(core.read_model(str(path)), "CPU", {"INFERENCE_PRECISION_HINT": hint})
+    except RuntimeError:
+        pytest.skip(f"this CPU refuses the {hint} hint")
+    feeds = {name: value.astype(np.int64) if name != "logits" else value for name, value in probe_inputs(0).items()}
+    clean = np.asarray(compiled(feeds)[0])
+    assert compare(clean, ctcop.openvino_ctc_loss(*(feeds[name] for name in RELEASED), 0), hint_dtype(hint)) is None
+    for name, value in (
+        ("labels", [[1, 2**32 + 3, 1, 2, 9], [2, 2, 3, 0, 0]]),
+        ("label_length", [2**32 + 3, 3]),
+        ("logit_length", [2**32 + 5, 4]),
+    ):
+        got = np.asarray(compiled({**feeds, name: np.array(value, np.int64)})[0])
+        assert np.isnan(got[0]) and got[1] == clean[1], name
+
+
+def hint_dtype(hint: str) -> str:
+    return {"f32": "float32", "f16": "float16"}[hint]

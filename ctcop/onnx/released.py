@@ -1,16 +1,19 @@
 """The released OpenVINO form (spec section 7) as an ONNX model: standard operators in front of
-ctcop's ``ai.ctcop.CTCLoss`` node and its model-local function (spec 11.6).
+ctcop's ``ai.ctcop.CTCLoss`` node and its model-local function (spec 7, 11.5).
 
 Graph inputs ``logits`` [N, T, C], ``logit_length`` [N], ``labels`` [N, T], ``label_length`` [N]
 and, when asked for, the scalar ``blank_index``; output ``loss`` [N]. The front computes:
 
 * lengths, labels and ``blank_index`` read as float64 (exact for every value that can be valid;
-  no cast wraps), the lengths and labels cut (Slice first, see spec 11.4) and padded to [N] and
-  [N, T] with N, T, C from ``logits``;
+  no cast wraps) by a Cast that is their first operator (OpenVINO's CPU plugin wraps int64 to
+  int32 before any integer operator, spec 12.2 D6), then cut and padded to [N] and [N, T] with N,
+  T, C from ``logits``; their dynamic dims are declared without names (onnxruntime plans buffers
+  from dim names, 11.4, and such inputs may contradict the logits' N and T);
 * faults (spec 11.5, released form): sample i is faulty when ``logit_length[i]`` or
   ``label_length[i]`` lies outside [0, T] or an entry of its prefix ``labels[i, :label_length[i]]``
   is not a class in [0, C-1] other than the blank; every sample is faulty when ``blank_index``
-  lies outside [0, C-1] or the lengths or labels disagree with [N] and [N, T];
+  lies outside [0, C-1] or is not a scalar (onnxruntime and onnx.reference take any rank for a
+  declared scalar), or the lengths or labels disagree with [N] and [N, T];
 * the time-major inputs: ``logits`` with the blank class moved to the last position (a Gather
   along C with the classes 0..b-1, b+1..C-1, b; only when the model has ``blank_index``),
   transposed to [T, N, C]; ``sequence_mask`` [T, N] from ``logit_length``; ``labels`` [N, T] with
@@ -68,12 +71,13 @@ class _Sizes:
 
 
 def _fitted(g: GraphBuilder, values: str, shape: str, rank: int) -> str:
-    """Rank-``rank`` ``values`` of any integer type cut and padded with 0 to ``shape``, as float64.
-    The Slice comes first: onnxruntime plans no buffer from the declared dimensions then."""
+    """Rank-``rank`` ``values`` of any integer type as float64, cut and padded with 0 to ``shape``.
+    The Cast comes first: OpenVINO's CPU plugin wraps int64 inputs to int32 before any integer
+    operator sees them, but a Convert straight to a float type reads the true value (spec 12.2 D6)."""
     zeros, axes = g.i64([0] * rank), g.i64(list(range(rank)))
-    cut = g.Slice(values, zeros, shape, axes)
+    cut = g.Slice(g.Cast(values, to=DOUBLE), zeros, shape, axes)
     pads = g.Concat(zeros, g.Sub(shape, g.Shape(cut)), axis=0)
-    return g.Pad(g.Cast(cut, to=DOUBLE), pads, g.const(0.0, np.float64))
+    return g.Pad(cut, pads, g.const(0.0, np.float64))
 
 
 def _any(g: GraphBuilder, flags: str, axis: int) -> str:
@@ -242,7 +246,10 @@ def released_model(
     spec = form(RELEASED)
     logits, *_ = spec.input_names
     n, t, c = options.dims[1], options.dims[0], options.dims[2]
-    shapes = {"logit_length": [n], "labels": [n, t], "label_length": [n], "blank_index": []}
+    # The lengths' and labels' dynamic dims are declared without names: their first operator is a
+    # Cast (D6), whose output onnxruntime would otherwise plan from the logits' names (11.4).
+    m, u = (dim if isinstance(dim, int) else None for dim in (n, t))
+    shapes: dict[str, list[Dim]] = {"logit_length": [m], "labels": [m, u], "label_length": [m], "blank_index": []}
     inputs = [value_info(logits, options.dtype, [n, t, c])]
     inputs += [value_info(port, types[port], shapes[port]) for port in spec.input_names[1:4]]
     if blank_index:
