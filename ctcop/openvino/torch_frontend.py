@@ -167,8 +167,9 @@ def _read_out(loss: ov.Output, lengths: _Lengths, faults: ov.Output, call: Torch
     """+inf for dead and too-long samples, NaN for faults, zero_infinity, the reduction."""
     zeros = ops.multiply(ops.convert_like(lengths.frames, loss), _like(0.0, loss))
     infinity = ops.divide(_like(1.0, loss), zeros)  # computed at run time (G8)
-    loss = ops.select(ops.greater_equal(loss, _like(DEAD_LOSS, loss)), infinity, loss)
-    too_long = ops.logical_and(ops.greater(lengths.targets, lengths.frames), ops.logical_not(ops.is_nan(loss)))
+    number = ops.logical_not(ops.is_nan(loss))  # the CPU plugin's Greater(Equal) is true for NaN
+    loss = ops.select(ops.logical_and(ops.greater_equal(loss, _like(DEAD_LOSS, loss)), number), infinity, loss)
+    too_long = ops.logical_and(ops.greater(lengths.targets, lengths.frames), number)
     loss = ops.select(too_long, infinity, loss)
     loss = ops.select(faults, runtime_nan(loss), loss)
     if call.zero_infinity:
@@ -205,6 +206,7 @@ def torch_loss(inputs: list[ov.Output], call: TorchCtcCall, classes: int | None)
     active = ops.less(ops.unsqueeze(frames, _i64([1])), ops.unsqueeze(lengths.frames, _i64([0])))
     negative = ops.less(lengths.frames_f, ops.constant(np.float32(0)))
     bad_frames = ops.logical_or(negative, ops.greater(lengths.frames_f, _as_float(sizes.frames)))
+    bad_frames = ops.logical_or(bad_frames, ops.less(lengths.targets_f, ops.constant(np.float32(0))))
     blank_fault = ops.squeeze(ops.greater_equal(_i64([call.blank]), sizes.classes), _i64([0]))
     faults = ops.logical_or(ops.logical_or(faults, bad_frames), ops.logical_or(lengths.batch_fault, blank_fault))
     logits, top = _logits(x3, call.blank, classes)

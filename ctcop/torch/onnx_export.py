@@ -44,23 +44,29 @@ def _placeholder_attributes(call_attributes: dict[str, int], dtype: str, classes
 # -- the TorchScript exporter ---------------------------------------------------------------------
 
 
-def _script_facts(values: Sequence[Any]) -> ArgumentFacts:
-    """ArgumentFacts of TorchScript values (``torch._C.Value``): ranks, element types, lists."""
+def _script_facts(values: Sequence[Any], lists: tuple[bool, ...]) -> ArgumentFacts:
+    """ArgumentFacts of TorchScript values (``torch._C.Value``): ranks, element types, and which
+    lengths were lists (``lists``, read from the original node: by now they are constants)."""
     from torch.onnx import symbolic_helper
-
-    def listed(value: Any) -> bool:
-        return bool(value.node().kind() == "prim::ListConstruct" or value.type().kind() == "ListType")
 
     def type_name(value: Any) -> str:
         scalar = value.type().scalarType() if value.type().kind() == "TensorType" else None
         return _SCALAR_NAMES.get(str(scalar), str(scalar))
 
-    lists = (listed(values[2]), listed(values[3]))
-    ranks = tuple(None if listed(v) else symbolic_helper._get_tensor_rank(v) for v in values)
+    ranks = tuple(symbolic_helper._get_tensor_rank(v) for v in values)
     sizes = symbolic_helper._get_tensor_sizes(values[0]) if ranks[0] in (2, 3) else None
     classes = sizes[-1] if sizes and isinstance(sizes[-1], int) else None
     types = tuple("int64" if is_list else type_name(v) for v, is_list in zip(values[2:], lists, strict=True))
     return ArgumentFacts(ranks, type_name(values[0]), types, classes, lists)
+
+
+def _listed(g: Any) -> tuple[bool, ...]:
+    """Whether the lengths of the call being converted were lists (the IntList overload)."""
+    original = getattr(g, "original_node", None)
+    if original is None:
+        return (False, False)
+    types = [str(value.type()) for value in original.inputs()]
+    return tuple(kind.startswith(("List", "int[]")) for kind in types[2:4])
 
 
 def _symbolic(g: Any, *values: Any) -> Any:
@@ -71,7 +77,7 @@ def _symbolic(g: Any, *values: Any) -> Any:
     blank = symbolic_helper._maybe_get_const(values[4], "i")
     reduction = symbolic_helper._maybe_get_const(values[5], "i")
     zero_infinity = symbolic_helper._maybe_get_const(values[6], "b")
-    facts = _script_facts(tensors)
+    facts = _script_facts(tensors, _listed(g))
     call = checked_call(blank, reduction, bool(zero_infinity), facts)
     attributes = _placeholder_attributes(call.attributes(), facts.log_prob_type, facts.classes)
     out = g.op(f"{onnx_graph.DOMAIN}::{onnx_graph.OP_TYPE}", *tensors, **{f"{k}_i": v for k, v in attributes.items()})
@@ -182,6 +188,18 @@ def _dynamo(model: torch.nn.Module, args: tuple[Any, ...], options: dict[str, An
     return model_proto
 
 
+def _ctcop_cause(error: BaseException) -> InvalidInputError | None:
+    """The InvalidInputError that ``error`` wraps (its chain of causes), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, InvalidInputError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def finish_onnx(model: onnx.ModelProto) -> onnx.ModelProto:
     """The placeholders of an exported model expanded and the ai.ctcop.CTCLoss function added."""
     return onnx_graph.finish_onnx(model)
@@ -216,11 +234,23 @@ def export_onnx(
         or not MIN_OPSET <= opset <= onnx.defs.onnx_opset_version()
     ):
         raise InvalidInputError("opset", f"{opset!r} is outside [{MIN_OPSET}, {onnx.defs.onnx_opset_version()}]")
-    options: dict[str, Any] = {"kwargs": dict(kwargs) if kwargs else None, "input_names": input_names}
-    options |= {"output_names": output_names, "dynamic_axes": dynamic_axes, "dynamic_shapes": dynamic_shapes}
+    names = {"input_names": input_names, "output_names": output_names}
+    options: dict[str, Any] = {key: None if value is None else list(value) for key, value in names.items()}
+    options |= {
+        "kwargs": dict(kwargs) if kwargs else None,
+        "dynamic_axes": dynamic_axes,
+        "dynamic_shapes": dynamic_shapes,
+    }
     options = {key: value for key, value in options.items() if value is not None}
     export = _dynamo if exporter == "dynamo" else _torchscript
-    model_proto = finish_onnx(export(model, tuple(args), options, opset))
+    try:
+        exported = export(model, tuple(args), options, opset)
+    except Exception as error:  # PyTorch's exporters wrap what ctcop's rules raise: raise that
+        cause = _ctcop_cause(error)
+        if cause is None:
+            raise
+        raise cause from None
+    model_proto = finish_onnx(exported)
     if path is not None:
         save_onnx(model_proto, os.fspath(path))
     return model_proto

@@ -212,6 +212,7 @@ def _expansion(g: GraphBuilder, node: onnx.NodeProto, name: str) -> None:
     rows, faults = (_concatenated_rows if call.concatenated else _padded_rows)(g, targets, lengths, sizes)
     mask, active = _mask(g, lengths, sizes)
     bad_frames = g.Or(g.Less(lengths.frames, g.i64(0)), g.Greater(lengths.frames, sizes.frames))
+    bad_frames = g.Or(bad_frames, g.Less(lengths.targets, g.i64(0)))
     batch_fault = g.Or(lengths.batch_fault, g.Squeeze(g.GreaterOrEqual(g.i64([call.blank]), sizes.classes), g.i64([0])))
     faults = g.Or(g.Or(faults, bad_frames), batch_fault)
     logits, top = _logits(g, x, dtype, compute, call.blank, classes)
@@ -278,4 +279,3 @@ def finish_onnx(model: onnx.ModelProto) -> onnx.ModelProto:
         dtype=compute, mask_dtype="int32", labels_dtype="int64", dims=("T", "N", "C"), attributes=None
     )
     return with_function(model, options, opset)
-
