@@ -128,6 +128,19 @@ def test_openvino_conversion_computes_what_pytorch_computes(models: dict[bool, L
         assert_agree(model, got, torch_losses(model, data.tensors()), f"openvino N={n} T={frames}")
 
 
+def test_openvino_converts_an_exported_program() -> None:
+    """torch.export's program (ctc_loss calls made ctcop::ctc_loss by the redirect mode)."""
+    model = LossModel(FEW_CONFIGS[:2]).eval()
+    data = batch(3, 5, 14, False)
+    with ctcop.torch.redirect_ctc_loss():
+        program = torch.export.export(model, data.tensors())
+    converted = openvino.convert_model(program, extension=ctcop.openvino_extensions())
+    compiled = openvino.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    results = compiled(list(data.arrays()))
+    got = [results[output] for output in compiled.outputs]
+    assert_agree(model, got, torch_losses(model, data.tensors()), "openvino, ExportedProgram")
+
+
 class Unbatched(nn.Module):
     """ctc_loss of one sample: log-probabilities [T, C], a target [S] or [1, S], scalar lengths."""
 

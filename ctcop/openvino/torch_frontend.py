@@ -1,7 +1,8 @@
 """PyTorch's ``ctc_loss`` in ``openvino.convert_model``: a PyTorch-frontend ConversionExtension.
 
 OpenVINO's PyTorch frontend has no rule for ``aten::ctc_loss``. :func:`torch_extensions` gives
-one, for ``aten::ctc_loss`` and for ctcop's custom op ``ctcop::ctc_loss``
+one, for ``aten::ctc_loss`` and for ctcop's custom op ``ctcop::ctc_loss`` (in a traced module or,
+as ``ctcop.ctc_loss.default``, in an ExportedProgram)
 (:mod:`ctcop.torch.custom_op`): the mapping of spec section 14 (:mod:`ctcop.torch.semantics`,
 restated here in OpenVINO operators) around the guarded lowering of CTCLoss-4
 (:func:`ctcop.openvino.lowering.lower`), so a converted model never reaches the native kernel's
@@ -27,7 +28,9 @@ from ..torch.semantics import DEAD_LOSS, STAND_IN_GAP, ArgumentFacts, TorchCtcCa
 from .lowering import lower, runtime_nan
 from .types import type_name
 
-OPERATIONS = ("aten::ctc_loss", "ctcop::ctc_loss")
+# TorchScript names (convert_model of a module, traced) and the torch.export name of the custom op
+# (convert_model of an ExportedProgram made under ctcop.torch.redirect_ctc_loss or with ctcop's CTCLoss).
+OPERATIONS = ("aten::ctc_loss", "ctcop::ctc_loss", "ctcop.ctc_loss.default")
 LIST_NODE = "SequenceMark"  # how the PyTorch frontend hands over a list (a Python int list traced)
 
 
