@@ -125,38 +125,29 @@ def _concatenated_rows(targets: ov.Output, lengths: _Lengths, sizes: _Sizes) -> 
 
 
 def _labels(rows_f: ov.Output, rows: ov.Output, lengths: _Lengths, blank: int, sizes: _Sizes) -> ov.Node:
-    """CTCLoss-4 labels [N, T]: inside each target a class above ``blank`` down by one, ``blank``
-    itself C-1, any value outside [0, C) -2 (invalid: NaN by rule 3.3); -1 outside."""
+    """CTCLoss-4 labels [N, T] over the C + 1 classes of :func:`_logits`: inside each target its
+    classes as they are, except ``blank`` and any value outside [0, C), which become -2 (an
+    invalid label: NaN by rule 3.3); -1 outside."""
     columns = ops.range(_i64(0), ops.squeeze(sizes.frames, _i64([0])), _i64(1), "i64")
     inside = ops.less(ops.unsqueeze(columns, _i64([0])), ops.unsqueeze(lengths.targets, _i64([1])))
     non_negative = ops.greater_equal(rows_f, ops.constant(np.float32(0)))
     is_class = ops.logical_and(non_negative, ops.less(rows_f, _as_float(sizes.classes)))
-    shifted = ops.subtract(rows, ops.convert(ops.greater(rows, _i64(blank)), "i64"))
-    moved = ops.select(ops.equal(rows, _i64(blank)), ops.subtract(sizes.classes, _i64([1])), shifted)
-    return ops.select(inside, ops.select(is_class, moved, _i64(-2)), _i64(-1))
+    valid = ops.logical_and(is_class, ops.not_equal(rows, _i64(blank)))
+    return ops.select(inside, ops.select(valid, rows, _i64(-2)), _i64(-1))
 
 
-def _blank_last(values: ov.Output, blank: int, classes: int | None) -> ov.Output:
-    """[T, N, C] ``values`` with class ``blank`` moved last (a Gather when C is static)."""
-    if classes == blank + 1:
-        return values
-    if classes is not None:
-        return ops.gather(values, _i64([c for c in range(classes) if c != blank] + [blank]), _i64(2)).output(0)
-    parts = [(blank, blank + 1), (0, blank), (blank + 1, np.iinfo(np.int64).max)]
-    slices = [ops.slice(values, _i64([a]), _i64([b]), _i64([1]), _i64([2])) for a, b in parts]
-    return ops.concat([slices[1], slices[2], slices[0]], 2).output(0)
-
-
-def _logits(x: ov.Output, blank: int, classes: int | None) -> tuple[ov.Output, ov.Node]:
-    """CTCLoss-4's logits (f32 or f64; -inf replaced by the frame's top minus STAND_IN_GAP; the
-    blank last) and the frame tops [T, N, 1] (0 for a frame of -inf only)."""
+def _logits(x: ov.Output, blank: int) -> tuple[ov.Output, ov.Node]:
+    """CTCLoss-4's logits [T, N, C + 1] (f32 or f64; -inf replaced by the frame's top minus
+    STAND_IN_GAP; a copy of the blank's column appended, CTCLoss-4's blank) and the frame tops
+    [T, N, 1]. A Select, not a Maximum: the CPU plugin's Maximum drops a NaN first operand."""
     values = x if x.get_element_type() in (ov.Type.f32, ov.Type.f64) else ops.convert(x, "f32").output(0)
     negative = {"detect_positive": False, "detect_negative": True}
     top = ops.reduce_max(values, _i64([2]), keep_dims=True)
     top = ops.select(ops.is_inf(top, negative), _like(0.0, values), top)
     stand_in = ops.subtract(top, _like(STAND_IN_GAP, values))
     replaced = ops.select(ops.is_inf(values, negative), stand_in, values)
-    return _blank_last(replaced.output(0), blank, classes), top
+    column = ops.slice(replaced, _i64([blank]), _i64([blank + 1]), _i64([1]), _i64([2]))
+    return ops.concat([replaced, column], 2).output(0), top
 
 
 def _correction(logits: ov.Output, top: ov.Output, active: ov.Output) -> ov.Node:
@@ -197,7 +188,7 @@ def _facts(inputs: list[ov.Output]) -> ArgumentFacts:
     return ArgumentFacts(ranks, type_name(inputs[0].get_element_type()), types, classes, lists)
 
 
-def torch_loss(inputs: list[ov.Output], call: TorchCtcCall, classes: int | None) -> ov.Node:
+def torch_loss(inputs: list[ov.Output], call: TorchCtcCall) -> ov.Node:
     """PyTorch's ``ctc_loss`` of the four tensors ``inputs`` (log_probs, targets, input_lengths,
     target_lengths) for the static arguments ``call``, in the element type of log_probs."""
     x, targets, input_lengths, target_lengths = inputs
@@ -212,7 +203,7 @@ def torch_loss(inputs: list[ov.Output], call: TorchCtcCall, classes: int | None)
     bad_frames = ops.logical_or(bad_frames, ops.less(lengths.targets_f, ops.constant(np.float32(0))))
     blank_fault = ops.squeeze(ops.greater_equal(_i64([call.blank]), sizes.classes), _i64([0]))
     faults = ops.logical_or(ops.logical_or(faults, bad_frames), ops.logical_or(lengths.batch_fault, blank_fault))
-    logits, top = _logits(x3, call.blank, classes)
+    logits, top = _logits(x3, call.blank)
     labels = _labels(rows_f, rows, lengths, call.blank, sizes)
     core = lower(logits, active, labels, preprocess_collapse_repeated=False, merge_repeated=True)
     loss = ops.subtract(core, _correction(logits, top, active))
@@ -227,7 +218,7 @@ def _convert(context: Any) -> list[ov.Output]:
     zero_infinity = context.get_values_from_const_input(6, False, bool)
     facts = _facts(inputs)
     call = checked_call(blank, reduction, zero_infinity, facts)
-    return [torch_loss(inputs, call, facts.classes).output(0)]
+    return [torch_loss(inputs, call).output(0)]
 
 
 def torch_extensions() -> list[Any]:

@@ -37,8 +37,8 @@ _SCALAR_NAMES = {"Float": "float32", "Double": "float64", "Half": "float16", "BF
 _SCALAR_NAMES |= {"Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
 
 
-def _placeholder_attributes(call_attributes: dict[str, int], dtype: str, classes: int | None) -> dict[str, int]:
-    return {**call_attributes, "dtype": tensor_type(dtype), "classes": classes or 0}
+def _placeholder_attributes(call_attributes: dict[str, int], dtype: str) -> dict[str, int]:
+    return {**call_attributes, "dtype": tensor_type(dtype)}
 
 
 # -- the TorchScript exporter ---------------------------------------------------------------------
@@ -79,7 +79,7 @@ def _symbolic(g: Any, *values: Any) -> Any:
     zero_infinity = symbolic_helper._maybe_get_const(values[6], "b")
     facts = _script_facts(tensors, _listed(g))
     call = checked_call(blank, reduction, bool(zero_infinity), facts)
-    attributes = _placeholder_attributes(call.attributes(), facts.log_prob_type, facts.classes)
+    attributes = _placeholder_attributes(call.attributes(), facts.log_prob_type)
     out = g.op(f"{onnx_graph.DOMAIN}::{onnx_graph.OP_TYPE}", *tensors, **{f"{k}_i": v for k, v in attributes.items()})
     sizes = symbolic_helper._get_tensor_sizes(tensors[0]) or [None] * 3
     out.setType(tensors[0].type().with_sizes(sizes[1:2] if call.reduction == "none" and call.batched else []))
@@ -123,7 +123,7 @@ def _placeholder_schema() -> onnx.defs.OpSchema:
     types = ["tensor(float16)", "tensor(float)", "tensor(double)"]
     integers = [f"tensor({t})" for t in ("int8", "int16", "int32", "int64", "uint8", "bool", "float", "double")]
     constraints = [("T0", types, ""), *((f"T{k}", integers, "") for k in (1, 2, 3))]
-    names = ("blank", "reduction", "zero_infinity", "batched", "concatenated", "dtype", "classes")
+    names = ("blank", "reduction", "zero_infinity", "batched", "concatenated", "dtype")
     return schema(
         onnx_graph.OP_TYPE,
         onnx_graph.DOMAIN,
@@ -159,7 +159,7 @@ def _translation(
     types = (type_name(input_lengths), type_name(target_lengths))
     facts = ArgumentFacts(ranks, type_name(log_probs), types, classes if isinstance(classes, int) else None)
     call = checked_call(blank, reduction, zero_infinity, facts)
-    attributes = _placeholder_attributes(call.attributes(), facts.log_prob_type, facts.classes)
+    attributes = _placeholder_attributes(call.attributes(), facts.log_prob_type)
     placeholder = onnxscript.values.Op(
         onnxscript.values.Opset(onnx_graph.DOMAIN, 1), onnx_graph.OP_TYPE, _placeholder_schema()
     )

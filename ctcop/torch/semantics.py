@@ -11,8 +11,11 @@ spec's op in five ways, each mapped exactly:
 * a -inf log-probability is a probability of zero to PyTorch and a non-finite frame (NaN) to the
   spec: it is replaced by ``frame maximum - 2**100``, whose paths are then 2**100 less probable
   than any other, and a loss of 2**99 or more (every aligned path went through one) is +inf;
-* its blank is any class: the blank moves last (the other classes keep their order) and a target
-  class ``c`` becomes ``c - 1`` when ``c > blank``;
+* its blank is any class, CTCLoss-4's is the last: a copy of the blank's column is appended
+  (C + 1 classes; the appended one is CTCLoss-4's blank). The original column stays but no label
+  names it, so no path reads it; it only enlarges the softmax's denominator, which the correction
+  (computed on the same C + 1 columns) takes back out. A target equal to ``blank`` is an invalid
+  label (NaN);
 * lengths and targets: ``input_lengths`` becomes the mask, the first ``target_lengths[i]`` entries
   of row i (padded [N, S]) or of the i-th run of the concatenation (1-D) become label row i, the
   rest -1; a target longer than the time axis is +inf (it is longer than its frames);
@@ -158,11 +161,11 @@ def label_rows(
     return rows, faults | (target_lengths < 0)
 
 
-def renumbered(rows: np.ndarray, inside: np.ndarray, blank: int, classes: int) -> np.ndarray:
-    """CTCLoss-4 label rows: inside the target a class above ``blank`` down by one, ``blank``
-    itself C-1 and a negative value -2 (both invalid labels: NaN by rule 3.3), -1 outside."""
-    shifted = np.where(rows == blank, classes - 1, rows - (rows > blank))
-    return np.where(inside, np.where(rows < 0, -2, shifted), -1)
+def relabelled(rows: np.ndarray, inside: np.ndarray, blank: int) -> np.ndarray:
+    """CTCLoss-4 label rows over C + 1 classes (the blank's copy appended): inside the target its
+    classes as they are, ``blank`` and negative values -2 (invalid labels: NaN by rule 3.3, as
+    is a value >= C), -1 outside."""
+    return np.where(inside, np.where((rows < 0) | (rows == blank), -2, rows), -1)
 
 
 def frame_tops(logits: np.ndarray) -> np.ndarray:
@@ -219,14 +222,14 @@ def reference_loss(
     call = checked_call(blank, reduction, zero_infinity, _facts(x, tg, lengths))
     logits = (x if call.batched else x[:, None, :]).astype(np.float64)
     il, tl = (np.asarray(v, np.int64).reshape(-1) for v in lengths)
-    frames, _, classes = logits.shape
+    frames = logits.shape[0]
     rows, faults = label_rows(tg, tl, frames, call.concatenated)
     inside = np.arange(frames)[None, :] < tl[:, None]
     active = np.arange(frames)[:, None] < il[None, :]
-    order = [c for c in range(classes) if c != blank] + [blank]
     top = frame_tops(logits)
-    moved = stand_ins(logits, top)[:, :, order]
-    core = ctc_loss_or_nan(moved, active.astype(np.int32), renumbered(rows, inside, blank, classes))
+    replaced = stand_ins(logits, top)
+    moved = np.concatenate([replaced, replaced[:, :, blank : blank + 1]], axis=2)
+    core = ctc_loss_or_nan(moved, active.astype(np.int32), relabelled(rows, inside, blank))
     loss = core - log_sums(moved, top, active)
     loss = np.where(loss >= DEAD_LOSS, np.inf, loss)
     loss = np.where((tl > il) & ~np.isnan(loss), np.inf, loss)
