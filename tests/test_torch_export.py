@@ -258,3 +258,20 @@ def test_export_writes_the_file_and_finish_onnx_refuses_a_model_without_a_call(t
     plain = onnx.helper.make_model(onnx.helper.make_graph([], "empty", [], []))
     with pytest.raises(ctcop.InvalidInputError, match=r"holds no ai\.ctcop\.torch\.CTCLoss node"):
         ctcop.torch.finish_onnx(plain)
+
+
+def test_openvino_cpu_orders_nan_as_the_mapping_expects() -> None:
+    """The defects the OpenVINO rule guards against (openvino 2026.4.1, CPU): Greater and
+    GreaterEqual are true for a NaN operand, Maximum drops a NaN first operand, ReduceMax skips
+    NaN and gives float32's lowest for a row of -inf. Fails the day a release fixes one."""
+    import openvino.opset15 as ops
+
+    x, y = ops.parameter([3], np.float32), ops.parameter([1], np.float32)
+    axis = ops.constant(np.int64(0))
+    outputs = [ops.greater(x, y), ops.greater_equal(x, y), ops.maximum(x, y), ops.reduce_max(x, axis, False)]
+    compiled = openvino.Core().compile_model(openvino.Model([o.output(0) for o in outputs], [x, y]), "CPU")
+    half = np.float32([0.5])
+    greater, greater_equal, maximum, top = compiled([np.float32([np.nan, 1, -np.inf]), half]).values()
+    assert greater[0] and greater_equal[0] and maximum[0] == 0.5 and top == 1.0
+    *_, top = compiled([np.full(3, -np.inf, np.float32), half]).values()
+    assert top == np.finfo(np.float32).min
