@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+pytest.importorskip("onnxscript")  # torch.onnx.export(dynamo=True) needs it; the torch extra installs both
 
 import onnx  # noqa: E402
 import onnxruntime  # noqa: E402
