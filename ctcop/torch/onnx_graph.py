@@ -4,12 +4,12 @@ Both of PyTorch's exporters (the TorchScript one through a symbolic, the torch.e
 a translation, :mod:`ctcop.torch.onnx_export`) write each ``ctc_loss`` call as one placeholder
 node ``ai.ctcop.torch.CTCLoss`` over the call's four tensors, its static arguments as integer
 attributes (:meth:`TorchCtcCall.attributes`, plus ``dtype``, the element type of ``log_probs``).
-:func:`finish_onnx` then replaces every placeholder by the
-mapping of :mod:`ctcop.torch.semantics` in standard operators around one ``ai.ctcop.CTCLoss``
-node, and adds that node's model-local function (:func:`ctcop.onnx.writer.with_function`): the
-model runs in any conforming runtime with no custom library, and ``ctcop validate`` / ``eval`` see
-the node. The graph is a total function like the op's own (spec 11.5): where PyTorch raises for
-the values of the lengths or targets, the samples concerned are NaN.
+:func:`finish_onnx` then replaces every placeholder by the mapping of :mod:`ctcop.torch.semantics`
+in standard operators around one ``ai.ctcop.CTCLoss`` node, and adds that node's model-local
+function (:func:`ctcop.onnx.writer.with_function`): the model runs in any conforming runtime with
+no custom library, and ``ctcop validate`` / ``eval`` see the node. The graph is a total function
+like the op's own (spec 11.5): where PyTorch raises for the values of the lengths or targets, the
+samples concerned are NaN.
 """
 
 from __future__ import annotations
