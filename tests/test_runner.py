@@ -359,3 +359,16 @@ def parent(pid: str) -> int | None:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def test_entry_points_of_the_group_are_runtimes(tmp_path, monkeypatch) -> None:
+    info = tmp_path / "ctcop_fake_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctcop-fake-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ctcop.runtimes]\nnoisy = bad_runtimes:make\nbroken = no_such_plugin_x:y\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entries = {entry.name: entry for entry in registry.discover()}
+    assert entries["noise"].available is None and entries["noise"].origin.startswith("entry point noisy")
+    assert entries["broken"].available is not None and "ModuleNotFoundError" in entries["broken"].available
+    with pytest.raises(registry.RegistryError, match="runtime 'noise' comes from both"):
+        registry.discover([f"{Path(__file__).with_name('bad_runtimes.py')}:make"])

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import json
+import math
 import os
 import select
 import signal
@@ -205,11 +206,11 @@ class Pool:
         os.close(to_parent)
         return Worker(pid, from_parent, from_child)
 
-    def _end(self, worker: Worker, kill: bool) -> str:
-        """Stop (if ``kill``) and reap ``worker``, close its pipes, free its slot; how it ended."""
-        if kill:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(worker.pid, signal.SIGKILL)
+    def _end(self, worker: Worker) -> str:
+        """Kill (if still running: its pipe may close before it ends) and reap ``worker``, close its
+        pipes, free its slot; how it ended. Unreaped, its pid cannot have been reused."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGKILL)
         _, status = os.waitpid(worker.pid, 0)
         for fd in (worker.send, worker.receive):
             with contextlib.suppress(OSError):
@@ -220,7 +221,7 @@ class Pool:
     def stop(self) -> None:
         """Kill and reap every worker (interruptions included: nothing outlives the pool)."""
         for worker in [w for w in self.slots if w is not None]:
-            self._end(worker, kill=True)
+            self._end(worker)
 
     def _allowed(self, task: Task, worker: Worker) -> bool:
         return len(self.slots) == 1 or task.run == 0 or self.first.get(task.key) != worker.pid
@@ -242,7 +243,7 @@ class Pool:
                 os.write(worker.send, json.dumps(request).encode() + b"\n")
             except BrokenPipeError:  # it died idle: the task goes back, the slot is refilled
                 pending.insert(choice, task)
-                self._end(worker, kill=True)
+                self._end(worker)
                 continue
             if task.run == 0:
                 self.first[task.key] = worker.pid
@@ -259,7 +260,7 @@ class Pool:
 
     def _lost(self, worker: Worker, timed_out: bool) -> None:
         task = worker.task
-        how = self._end(worker, kill=timed_out)
+        how = self._end(worker)
         if task is None:
             return
         if timed_out:
@@ -278,7 +279,10 @@ class Pool:
         busy = [w for w in live if w.task is not None]
         now = time.monotonic()
         left = min((w.started + self.settings.timeout_s - now for w in busy), default=1.0)
-        ready, _, _ = select.select([w.receive for w in live], [], [], max(0.0, left))
+        poller = select.poll()  # not select(): fds above 1023 are possible in a process with big libraries
+        for worker in live:
+            poller.register(worker.receive, select.POLLIN)
+        ready = {fd for fd, _ in poller.poll(max(0, math.ceil(left * 1000)))}
         for worker in [w for w in live if w.receive in ready]:
             data = os.read(worker.receive, 1 << 16)
             if data:
