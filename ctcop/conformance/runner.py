@@ -6,10 +6,11 @@ runtime object; a worker takes one evaluation at a time (a runtime and a case id
 JSON line (:func:`ctcop.conformance.verdict.judge`). A worker that dies (OpenVINO's kernel on an
 empty target, spec 12.2 D1, or any runtime's abort) costs the evaluation it was running, recorded
 as a ``crash`` with the signal, and a fresh worker takes its place; one that gives no answer
-within ``timeout_s`` is killed and replaced (``timeout``). Workers ignore SIGINT (the terminal's
-Ctrl-C reaches the whole process group: this process stops them itself) and their output goes to
-/dev/null. The libraries a worker imported (OpenVINO, onnxruntime, the frameworks; see
-:data:`PRELOADABLE`) are imported here before the next fork, so that a replacement starts warm.
+within ``timeout_s`` is killed and replaced (``timeout``). Workers ignore SIGINT and run in
+process groups of their own (a terminal's Ctrl-C is this process's to handle: it stops them
+itself, with whatever a runtime started in them); their output goes to /dev/null. The libraries
+a worker imported (OpenVINO, onnxruntime, the frameworks; see :data:`PRELOADABLE`) are imported
+here before the next fork, so that a replacement starts warm.
 
 **Twice.** Every case is evaluated twice per runtime: by two different workers when ``jobs`` > 1
 (concurrently where they are free), by the same worker one after the other otherwise. Two answers
@@ -124,6 +125,7 @@ def _child(receive: int, send: int, close: Sequence[int], runtimes: Mapping[str,
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.setpgid(0, 0)  # its own process group: whatever a runtime starts is killed with it
         faulthandler.disable()  # a host's fault handler (pytest's) writes to a copy of its stderr
         for fd in close:
             os.close(fd)
@@ -202,6 +204,8 @@ class Pool:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             _child(to_child, to_parent, [from_parent, from_child, *others], self.runtimes, self.cases)
+        with contextlib.suppress(OSError):  # also here, so that a kill never misses the group
+            os.setpgid(pid, pid)
         os.close(to_child)
         os.close(to_parent)
         return Worker(pid, from_parent, from_child)
@@ -209,8 +213,9 @@ class Pool:
     def _end(self, worker: Worker) -> str:
         """Kill (if still running: its pipe may close before it ends) and reap ``worker``, close its
         pipes, free its slot; how it ended. Unreaped, its pid cannot have been reused."""
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker.pid, signal.SIGKILL)
+        for kill in (os.killpg, os.kill):  # the group (processes a runtime started), then the worker
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(worker.pid, signal.SIGKILL)
         _, status = os.waitpid(worker.pid, 0)
         for fd in (worker.send, worker.receive):
             with contextlib.suppress(OSError):
