@@ -1,9 +1,16 @@
+import contextlib
 import os
 import re
 import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# TensorFlow 2.21 and Triton (torch's dependency, imported by torch.export) segfault in one process
+# when Triton is imported second; tests/test_peers.py imports TensorFlow before
+# tests/test_torch_export.py exports, so Triton is loaded first here when it is installed.
+with contextlib.suppress(ImportError):
+    import triton.runtime.autotuner  # noqa: F401
 
 sys.path.insert(0, os.path.dirname(__file__))
 
