@@ -181,14 +181,14 @@ class Pool:
     on_run: Callable[[Task, Run], None]
     slots: list[Worker | None] = field(default_factory=list)
     first: dict[Key, int] = field(default_factory=dict)  # who ran a case's first evaluation
-    wanted: set[str] = field(default_factory=set)
+    wanted: dict[str, None] = field(default_factory=dict)  # in the order workers first imported them
     loaded: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.slots = [None] * max(1, self.settings.jobs)
 
     def _preload(self) -> None:
-        for name in sorted(self.wanted - self.loaded):
+        for name in [name for name in self.wanted if name not in self.loaded]:
             self.loaded.add(name)
             with _silenced(), contextlib.suppress(Exception):
                 __import__(name)
@@ -259,7 +259,7 @@ class Pool:
         while b"\n" in worker.buffer and worker.task is not None:
             line, _, worker.buffer = worker.buffer.partition(b"\n")
             answer: Run = json.loads(line)
-            self.wanted |= set(answer.pop("modules", []))
+            self.wanted |= dict.fromkeys(answer.pop("modules", []))
             task, worker.task = worker.task, None
             self.on_run(task, answer)
 
