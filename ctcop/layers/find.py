@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from ..schema import encoding, form
 
 FORMS = {"released": "openvino", "ctcop-ir": "time_major", "ctcop-onnx": "time_major"}
@@ -57,6 +58,15 @@ def ov_type_name(element_type: Any) -> str:
     from ..openvino.types import type_name
 
     return type_name(element_type)
+
+
+def onnx_dims(shape: Any, value: str) -> tuple[Dim, ...]:
+    """An ONNX TensorShapeProto's dimensions (None where symbolic); a negative size is a bad file."""
+    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in shape.dim)
+    for axis, size in enumerate(dims):
+        if size is not None and size < 0:
+            raise InvalidInputError("model", f"{value!r}: dimension {axis} is declared {size} (negative)")
+    return dims
 
 
 def onnx_type_name(code: int) -> str:
@@ -126,7 +136,7 @@ def onnx_layers(model: Any) -> list[Layer]:
             tensor = known.get(value)
             shape = None
             if tensor is not None and tensor.HasField("shape"):
-                shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+                shape = onnx_dims(tensor.shape, value)
             dtype = onnx_type_name(tensor.elem_type) if tensor is not None else "?"
             constant, producer = None, f"input {value}"
             if value in initializers and value not in graph_inputs:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from ..errors import InvalidInputError
 from .feeds import ModelInput
 from .files import ModelFile, checked_model_file, load_onnx_model
-from .find import Layer, onnx_layers, onnx_type_name, openvino_layers, ov_shape, ov_type_name
+from .find import Layer, onnx_dims, onnx_layers, onnx_type_name, openvino_layers, ov_shape, ov_type_name
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def open_model(path: str) -> OpenedModel:
         inputs = [
             ModelInput(
                 v.name,
-                tuple(d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim),
+                onnx_dims(v.type.tensor_type.shape, v.name),
                 onnx_type_name(v.type.tensor_type.elem_type),
             )
             for v in onnx_model.graph.input
