@@ -166,12 +166,21 @@ def _feeds(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) -> dict[str
     return dict(zip(form("time_major").input_names, (inputs, mask, labels), strict=True))
 
 
+# onnxruntime threads per session: the suite runs one worker per core, so one thread each (and no
+# spinning) keeps the workers from competing; 0 is onnxruntime's default (benchmarks set it).
+ONNXRUNTIME_THREADS = 1
+
+
 @cache
 def _ort_session(key: Key | ReleasedKey) -> Any:
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
+    if ONNXRUNTIME_THREADS:
+        options.intra_op_num_threads = ONNXRUNTIME_THREADS
+        options.inter_op_num_threads = ONNXRUNTIME_THREADS
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(_model_bytes(key), options, providers=["CPUExecutionProvider"])
 
 
