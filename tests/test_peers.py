@@ -1,7 +1,8 @@
 """The framework peers (``ctcop.conformance.peers``) against the reference.
 
 For every installed framework: its peer agrees with the reference (loss by the suite's rule,
-gradient by the peers' gradient rule) on representative valid cases, and every departure
+gradient by the suite's per-sample gradient rule, both by
+:func:`ctcop.conformance.verdict.judge`) on representative valid cases, and every departure
 measured on the corpus still holds. Each departure test asserts what the framework does today,
 so it fails the day a release changes it: then the peer's docstring and the README's table of
 peers must be revisited. Frameworks are imported through ``pytest.importorskip`` only
@@ -15,9 +16,8 @@ import sys
 import numpy as np
 import pytest
 
-from ctcop.conformance import corpus
+from ctcop.conformance import corpus, verdict
 from ctcop.conformance.peers import PEERS
-from ctcop.conformance.peers.common import attempt, compare_grad, judge
 from ctcop.conformance.peers.tf_ctc import sparse_targets
 from ctcop.conformance.protocol import Outcome, Unsupported
 from ctcop.tolerance import compare
@@ -86,8 +86,8 @@ def test_peer_agrees_with_the_reference(name: str, case_id: str, request: pytest
     request.getfixturevalue(FRAMEWORK[name])
     assert PEERS[name].available() is None
     chosen = case(case_id)
-    verdict, detail = judge(chosen, attempt(PEERS[name], chosen))
-    assert (verdict, detail) == ("pass", ""), f"{name} on {case_id}"
+    result = verdict.judge(PEERS[name], chosen)
+    assert (result["status"], result["message"]) == ("pass", ""), f"{name} on {case_id}"
 
 
 def test_importing_the_peers_loads_no_framework() -> None:
@@ -103,11 +103,11 @@ def test_the_gradient_rule() -> None:
     loss = np.array([600.0, np.nan])
     got = expected.copy()
     got[0, 0, 0] = 32 * 2.0**-52 * 600 * 0.99  # within 32 eps max(1, |loss|)
-    assert compare_grad(got, expected, loss, "float64", sample_axis=1) is None
+    assert verdict.compare_grad(got, expected, loss, "float64", sample_axis=1) is None
     got[0, 0, 0] *= 1.02
-    assert compare_grad(got, expected, loss, "float64", sample_axis=1).startswith("grad[0, 0, 0]")
+    assert verdict.compare_grad(got, expected, loss, "float64", sample_axis=1).startswith("gradient at [0, 0, 0]")
     got[0, 0, 0], got[1, 1, 2] = 0.0, 0.0  # NaN expected, a number given
-    assert "1 of 12 differ" in compare_grad(got, expected, loss, "float64", sample_axis=1)
+    assert "1 of 12 entries off" in verdict.compare_grad(got, expected, loss, "float64", sample_axis=1)
 
 
 # -- torch.nn.functional.ctc_loss ----------------------------------------------------------------

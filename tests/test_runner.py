@@ -264,13 +264,29 @@ def test_value_cases_compare_the_loss_then_the_gradient() -> None:
     assert verdict.judge(Answer(loss * (1 + 1e-6)), case)["status"] == "fail"
 
 
-def test_gradient_tolerances_per_element_type() -> None:
-    assert verdict.compare_grad([0.5, np.nan], [0.5 + 4e-5, np.nan], "float32") is None
-    assert verdict.compare_grad([0.5], [0.5 + 1e-3], "float32") is not None
-    assert verdict.compare_grad([0.5], [0.5 + 1e-8], "float64") is not None
-    assert verdict.compare_grad([0.5], [0.505], "bfloat16") is None
-    assert verdict.compare_grad([1.0], [np.nan], "float64") is not None
-    assert "shape" in (verdict.compare_grad(np.zeros((2, 1)), np.zeros((1, 2)), "float32") or "")
+def test_the_gradient_rule_scales_with_each_samples_loss() -> None:
+    # |got - expected| <= eps(dtype) |expected| + 32 eps(wide) max(1, |loss_i|)
+    e32, e64 = 2.0**-23, 2.0**-52
+    one = np.array([1.0])
+    assert verdict.compare_grad([0.5 + 30 * e32], [0.5], one, "float32", 0) is None
+    assert verdict.compare_grad([0.5 + 1e-4], [0.5], one, "float32", 0) is not None  # short: 1e-4 is wrong
+    assert verdict.compare_grad([[0.5 + 2.4e-4]], [[0.5]], [604.0], "float32", 0) is None  # T = 150, loss 604
+    assert verdict.compare_grad([0.5 + 1e-8], [0.5], one, "float64", 0) is not None
+    assert verdict.compare_grad([0.5 + 30 * e64], [0.5], one, "float64", 0) is None
+    assert verdict.compare_grad([0.5 + 32 * e32], [0.5], one, "bfloat16", 0) is None  # float32 computation
+    assert verdict.compare_grad([0.5 + 2 * 2.0**-7], [0.5], one, "bfloat16", 0) is not None
+    # the sample axis picks each entry's loss: axis 1 of [T, N, C], axis 0 of [N, T, C]
+    spec = np.zeros((1, 2, 1))
+    spec[0, 1, 0] = 1e-3
+    assert verdict.compare_grad(spec, np.zeros((1, 2, 1)), [1.0, 1000.0], "float32", 1) is None
+    assert verdict.compare_grad(spec, np.zeros((1, 2, 1)), [1000.0, 1.0], "float32", 1) is not None
+    assert verdict.compare_grad(spec.transpose(1, 0, 2), np.zeros((2, 1, 1)), [1.0, 1000.0], "float32", 0) is None
+    # NaN exactly where the reference has NaN; a non-finite expected loss has the scale 1
+    assert verdict.compare_grad([0.5, np.nan], [0.5, np.nan], [3.0, np.nan], "float32", 0) is None
+    assert verdict.compare_grad([1.0], [np.nan], one, "float64", 0) is not None
+    assert verdict.compare_grad([np.nan], [1.0], one, "float64", 0) is not None
+    assert verdict.compare_grad([1e-4], [0.0], [np.inf], "float32", 0) is not None
+    assert "shape" in (verdict.compare_grad(np.zeros((2, 1)), np.zeros((1, 2)), [0.0], "float32", 0) or "")
 
 
 def test_expected_failures_format() -> None:

@@ -1,4 +1,4 @@
-"""What every framework peer shares: the peer type, the layout conversions and the verdict.
+"""What every framework peer shares: the peer type and the layout conversions.
 
 A peer is a conformance runtime (:mod:`ctcop.conformance.protocol`) that calls a training
 framework's own CTC loss as its users call it. Its adapter converts layouts only (transpose,
@@ -7,7 +7,7 @@ for a case the spec rejects the framework gets the inputs as they are, and whate
 the finding. Frameworks are imported by name through :func:`framework` when a peer first runs,
 so that importing this package loads numpy only, and mypy neither needs the frameworks' stubs
 (tensorflow ships none) nor analyses them (torch and jax are typed but huge): their objects are
-``Any`` here.
+``Any`` here. Peers are judged like every runtime, by :func:`ctcop.conformance.verdict.judge`.
 """
 
 from __future__ import annotations
@@ -19,32 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...tolerance import compare
-from ..protocol import Outcome, Unsupported, outcome
+from ..protocol import Outcome, Unsupported
 
 if TYPE_CHECKING:
     from ..corpus import CorpusCase
 
 THREADS = 2  # intra-op threads, set in every framework that has the knob
 
-# The gradient rule: d loss / d logits elementwise, per sample i,
-#     |got - expected| <= eps(dtype) |expected| + GRAD_UNITS eps(wide) max(1, |loss_i|)
-# with loss_i the reference's loss, wide = float64 for float64 and float32 otherwise, and NaN
-# exactly where the reference has NaN; a sample with a non-finite loss has the scale 1 (its
-# expected gradient is 0 or NaN). The first term is the rounding of a result to the case's type
-# (the expected gradient is rounded once too). The second is the computation: the entries are
-# differences of probabilities in [-1, 1], and the occupancies inherit as a relative error the
-# absolute error of alpha + beta, a sum of about |loss_i| worth of log-probabilities (spec 5,
-# accuracy limit 2), so an implementation computing in a type with unit roundoff eps errs by a
-# small multiple of eps |loss_i|. Half types are held to a float32 computation rounded once, as
-# their loss tolerances presume (in float16 itself the bound would say nothing at |loss| ~ 400).
-# Measured on the corpus: at most 3.3 eps max(1, |loss_i|) (torch float32 and float64, tf v1 and
-# optax float32; the largest at T = 150, loss 604: 2.4e-4 in float32), so 32 leaves a margin of
-# about ten. No constant fits every length: float32 rtol 1e-4 / atol 1e-5 fails that case for
-# every float32 peer, while 1e-3 would hide a wrong gradient on short sequences.
-GRAD_UNITS = 32.0
-EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}  # machine epsilon
-FLOAT_TYPES = tuple(EPS)
+FLOAT_TYPES = ("float16", "bfloat16", "float32", "float64")
 
 # What torch, tf.nn.ctc_loss and optax implement: targets used as given, repeats merged, no unique.
 DEFAULT_ATTRIBUTES = (
@@ -165,82 +147,3 @@ def blank(case: CorpusCase) -> Any:
 def sum_gradient(value: Any, dtype: np.dtype[Any]) -> np.ndarray:
     """A framework's gradient as a numpy array of the logits' element type."""
     return np.asarray(value).astype(dtype, copy=False)
-
-
-# -- verdicts ------------------------------------------------------------------------------------
-
-
-def grad_allowance(expected: np.ndarray, expected_loss: np.ndarray, dtype: str, sample_axis: int) -> np.ndarray:
-    """The gradient rule's bound for each element of ``expected`` (see :data:`GRAD_UNITS`)."""
-    loss = np.abs(np.asarray(expected_loss, dtype=np.float64))
-    scale = np.where(np.isfinite(loss), np.maximum(loss, 1.0), 1.0)
-    view = [1] * expected.ndim
-    view[sample_axis] = -1
-    wide = EPS["float64" if dtype == "float64" else "float32"]
-    allowance: np.ndarray = EPS[dtype] * np.abs(np.nan_to_num(expected)) + GRAD_UNITS * wide * scale.reshape(view)
-    return allowance
-
-
-def compare_grad(
-    got: np.ndarray | None, expected: np.ndarray, expected_loss: np.ndarray, dtype: str, sample_axis: int
-) -> str | None:
-    """None when ``got`` agrees with the reference gradient by the gradient rule (see
-    :data:`GRAD_UNITS`), else the worst element and how many disagree, in one line.
-    ``sample_axis``: 1 for the spec form's [T, N, C], 0 for the released form's [N, T, C]."""
-    if got is None:
-        return "no gradient"
-    g = np.asarray(got, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    if g.shape != e.shape:
-        return f"grad shape {g.shape}, expected {e.shape}"
-    if e.size == 0:
-        return None
-    with np.errstate(invalid="ignore"):
-        error = np.where(np.isnan(e) & np.isnan(g), 0.0, np.abs(g - e))
-        error = np.where(np.isnan(error), np.inf, error)
-        bad = error > grad_allowance(e, expected_loss, dtype, sample_axis)
-    if not bad.any():
-        return None
-    worst = np.unravel_index(int(np.argmax(np.where(bad, error, -1.0))), e.shape)
-    where = list(map(int, worst))
-    return f"grad{where}: got {float(g[worst])!r}, expected {float(e[worst])!r} ({int(bad.sum())} of {e.size} differ)"
-
-
-def describe(error: BaseException) -> str:
-    lines = str(error).strip().splitlines() or [""]
-    first = next((line for line in lines if line.strip()), "")
-    return f"{type(error).__name__}: {first.strip()[:200]}"
-
-
-def judge(case: CorpusCase, result: Outcome | np.ndarray | BaseException) -> tuple[str, str]:
-    """(verdict, detail): ``skip`` (Unsupported), ``pass``, ``fail`` or ``error``. A case the
-    spec rejects passes when the peer raised and fails when it returned anything."""
-    if isinstance(result, Unsupported):
-        return "skip", str(result)
-    if case.expect == "reject":
-        if isinstance(result, BaseException):
-            return "pass", "rejected: " + describe(result)
-        loss = np.asarray(outcome(result).loss, dtype=np.float64).tolist()
-        return "fail", f"returned {loss} for input the spec rejects ({case.rule})"
-    if isinstance(result, BaseException):
-        return "error", describe(result)
-    answer = outcome(result)
-    assert case.expected_loss is not None and case.tolerance is not None
-    problem = compare(answer.loss, case.expected_loss, case.tolerance)
-    if problem is not None:
-        return "fail", "loss " + problem
-    if case.expected_grad is not None:
-        axis = 1 if case.form == "spec" else 0
-        problem = compare_grad(answer.grad, case.expected_grad, case.expected_loss, case.tolerance, axis)
-        if problem is not None:
-            return "fail", problem
-    return "pass", ""
-
-
-def attempt(peer: Any, case: CorpusCase) -> Outcome | np.ndarray | BaseException:
-    """The peer's answer for ``case``, or the exception it raised (any type: that is a finding)."""
-    try:
-        answer: Outcome | np.ndarray = peer.run(case)
-    except Exception as error:
-        return error
-    return answer
