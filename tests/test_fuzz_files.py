@@ -13,7 +13,8 @@ line on stderr when the exit code is 2 (spec 13, README: "one line on stderr").
 Every failure is collected (description, command, exit code, stderr) and reported at the end, with
 the mutated file kept for reproduction. The bounded profile runs :func:`examples` ("files")
 mutations per source; the long profile (``pytest -m fuzz``, ``CTCOP_FUZZ=long``) more, with a fresh
-seed each run (printed; ``CTCOP_FUZZ_SEED`` replays one).
+seed each run (printed; ``CTCOP_FUZZ_SEED`` replays one). :data:`FILE_FINDINGS` replays what it
+found (a finding that hangs is not replayed here: it would cost the timeout on every run).
 """
 
 from __future__ import annotations
@@ -376,3 +377,34 @@ def test_mutated_files_end_in_exit_0_1_or_2_without_traceback(source: str, sourc
                 tail = "\n      ".join(stderr.strip().splitlines()[-6:])
                 failures.append(f"{what}\n    ctcop {' '.join(args)}: {found}\n      {tail}")
     assert not failures, f"seed {SEED}, {len(failures)} of {2 * count} runs failed:\n" + "\n".join(failures)
+
+
+def declared_dim(value: int) -> Callable[[Path], str]:
+    """ctcop's ONNX export with ``inputs``' first dimension declared as ``value``."""
+
+    def build(folder: Path) -> str:
+        model = onnx_model(dims=(T, N, C))
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = value
+        onnx.save(model, str(folder / "model.onnx"))
+        return str(folder / "model.onnx")
+
+    return build
+
+
+# What the mutation fuzzing found, replayed: (how the file is made, the eval arguments).
+FILE_FINDINGS = {
+    # `ctcop eval` drew random inputs of a declared negative shape: exit 3, "internal error".
+    "onnx_dim_negative": (declared_dim(-1), ["--seed", "1"]),
+    # ... and of a declared shape too large for memory: exit 3, "array is too big".
+    "onnx_dim_2_62": (declared_dim(2**62), ["--seed", "1"]),
+}
+
+
+@pytest.mark.parametrize("name", list(FILE_FINDINGS))
+def test_what_file_fuzzing_found_stays_fixed(name: str, tmp_path: Path) -> None:
+    build, eval_args = FILE_FINDINGS[name]
+    model = build(tmp_path)
+    for args in (["validate", model], ["eval", model, *eval_args]):
+        code, _, stderr = run_cli(args)
+        found = problem(code, stderr)
+        assert found is None, f"ctcop {' '.join(args)}: {found}: {stderr.strip()}"
