@@ -279,3 +279,19 @@ def test_an_internal_error_is_one_line(monkeypatch, capsys) -> None:
     code = cli.main(["example"])
     err = capsys.readouterr().err
     assert code not in (0, 2) and err == "ctcop: internal error: RuntimeError: first line\n"
+
+
+@pytest.mark.parametrize("command", ["eval", "validate"])
+def test_a_file_declaring_a_future_opset_is_refused_before_any_reader(tmp_path, command: str) -> None:
+    """Opset 10**9 made `eval --runtime openvino` hang for minutes (OpenVINO's ONNX reader takes time
+    in proportion to the declared opset) and `validate` accept the file (found by the file fuzz)."""
+    from ctcop.onnx import onnx_model
+
+    model = onnx_model(dims=(8, 3, 5))
+    next(op for op in model.opset_import if op.domain == "").version = 10**9
+    onnx.save(model, tmp_path / "future.onnx")
+    extra = ["--runtime", "openvino"] if command == "eval" else []
+    start = time.perf_counter()
+    result = ctcop_cli(command, str(tmp_path / "future.onnx"), *extra)
+    assert time.perf_counter() - start < 30
+    assert_refused(result, "default-domain opset 1000000000 is newer than onnx")

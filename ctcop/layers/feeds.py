@@ -8,6 +8,7 @@ input is normal noise, every other integer input zeros.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,7 +91,7 @@ def random_feeds(inputs: list[ModelInput], layers: list[Layer], seed: int) -> di
             )
         shape = tuple(int(d) for d in model_input.shape if d is not None)
         dtype = np.dtype(model_input.dtype)
-        if int(np.prod(shape)) * dtype.itemsize > MAX_TENSOR_BYTES:
+        if math.prod(shape) * dtype.itemsize > MAX_TENSOR_BYTES:  # Python ints: no int64 overflow
             raise InvalidInputError(
                 "inputs", f"model input {model_input.name!r} of shape {list(shape)} is over {MAX_TENSOR_BYTES} bytes"
             )

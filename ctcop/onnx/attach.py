@@ -17,10 +17,9 @@ from onnx import version_converter
 from ..errors import InvalidInputError
 from ..options import Dim, ExportOptions, attached_names
 from . import function
+from .files import known_opset
 from .types import type_name
 from .writer import checked_opset, loss_node, mask_and_labels, value_info, with_function
-
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def _first_line(error: BaseException) -> str:
@@ -61,21 +60,10 @@ def _logits_type(model: onnx.ModelProto, logits_output: str) -> tuple[str, tuple
     return dtype, (t, n, c)
 
 
-def default_opset(model: onnx.ModelProto) -> int | None:
-    """The model's default-domain (``""`` or ``ai.onnx``) opset, None when it imports none."""
-    versions = [op.version for op in model.opset_import if op.domain in DEFAULT_DOMAINS]
-    return max(versions) if versions else None
-
-
 def converted_model(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     """``model`` checked and, when its default-domain opset is older than ``opset``, converted to
     ``opset``; a future opset, an invalid model or a failed conversion is an :class:`InvalidInputError`."""
-    own = default_opset(model)
-    newest = onnx.defs.onnx_opset_version()
-    if own is not None and own > newest:
-        raise InvalidInputError(
-            "model", f"default-domain opset {own} is newer than onnx {onnx.__version__} knows (at most {newest})"
-        )
+    own = known_opset(model)
     try:
         onnx.checker.check_model(model)
     except Exception as error:  # ValidationError: the model breaks the ONNX standard as it stands
@@ -126,7 +114,7 @@ def attach_onnx(
     out.graph.node.append(loss_node(logits_name, options))
     out.graph.output.append(value_info(loss, options.dtype, [options.dims[1]]))
     try:
-        return with_function(out, options, max(target, default_opset(model) or 0))
+        return with_function(out, options, max(target, known_opset(model) or 0))
     except onnx.checker.ValidationError as error:
         reason = _first_line(error)
         raise InvalidInputError("model", f"with the loss attached it fails onnx.checker: {reason}") from None

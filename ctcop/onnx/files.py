@@ -45,6 +45,23 @@ def _check_initializer_sizes(model: onnx.ModelProto) -> None:
             )
 
 
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def known_opset(model: onnx.ModelProto) -> int | None:
+    """The model's default-domain opset (None when it imports none); one newer than the installed
+    onnx knows is an :class:`InvalidInputError` (no reader can know what its nodes mean, and
+    OpenVINO's reader takes time in proportion to the declared number)."""
+    versions = [op.version for op in model.opset_import if op.domain in DEFAULT_DOMAINS]
+    own = max(versions) if versions else None
+    newest = onnx.defs.onnx_opset_version()
+    if own is not None and own > newest:
+        raise InvalidInputError(
+            "model", f"default-domain opset {own} is newer than onnx {onnx.__version__} knows (at most {newest})"
+        )
+    return own
+
+
 def load_onnx(path: str) -> onnx.ModelProto:
     """Read an ONNX model from an untrusted file, checking the file and its external data before
     reading them; any failure is an :class:`InvalidInputError`."""
@@ -53,6 +70,7 @@ def load_onnx(path: str) -> onnx.ModelProto:
         model = onnx.load(path, load_external_data=False)
     except Exception as error:  # OSError, protobuf's DecodeError, ...: all mean "not a readable model"
         raise InvalidInputError("model", f"cannot read {path!r} as ONNX: {type(error).__name__}") from None
+    known_opset(model)
     check_external_data(model, path)
     _check_initializer_sizes(model)
     try:
