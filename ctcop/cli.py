@@ -556,6 +556,64 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def _bench_settings(args: argparse.Namespace) -> Any:
+    """Check the output paths, matplotlib for ``--plot`` and the names, before any work."""
+    from .bench import plot, run
+    from .bench.results import Settings
+    from .bench.threads import cores
+    from .bench.timing import Protocol
+
+    for option, suffix in (("json", ""), ("plot", ".png")):
+        if getattr(args, option) is not None:
+            checked_output(getattr(args, option), option, suffix)
+    if args.json is not None and args.json == args.plot:
+        _refuse("plot", "--plot and --json name the same file")
+    if args.plot is not None and plot.missing():
+        _refuse("plot", plot.missing() or "")
+    quick = bool(args.quick)
+    protocol = Protocol(
+        threads=args.threads or cores(),
+        repeat=args.repeat or (3 if quick else 7),
+        warmup=1 if args.warmup is None else args.warmup,
+        min_time_s=args.min_time or (0.02 if quick else 0.1),
+    )
+    shapes = run.chosen_shapes(quick, args.shapes, args.batches)
+    names = run.implementation_names(args.implementations)
+    return Settings(shapes, names, protocol, memory=not args.no_memory, quick=quick)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    """Time ctcop, its exports and the installed frameworks' CTC losses; print the tables."""
+    import json
+
+    from .bench import plot, run, table
+    from .bench.results import document
+
+    settings = _bench_settings(args)
+    found = run.start(settings)
+    print("\n".join(table.head(found)), flush=True)
+    bar = run.progress(run.total_steps(settings, found.timed_names()))
+    interrupted: Interrupted | None = None
+    try:
+        run.run(settings, found, lambda what: (bar.set_description_str(what, refresh=False), bar.update()))
+    except BaseException as error:
+        interrupted = interruption(error)
+        if interrupted is None:
+            raise
+        found.interrupted_by = interrupted.name
+    finally:
+        bar.close()
+    print("\n".join(table.body(found)))
+    if args.json:
+        write_atomically(args.json, json.dumps(document(found), indent=1) + "\n")
+    if args.plot and found.cells:
+        plot.write_plot(found, args.plot)
+    if interrupted is not None:
+        interrupted.report = args.json
+        raise interrupted
+    return 0 if all(cell.status == "ok" for cell in found.cells) else 1
+
+
 # The parser.
 
 
@@ -658,6 +716,53 @@ def _eval_parser(evaluator: argparse.ArgumentParser) -> None:
     evaluator.set_defaults(run=_eval)
 
 
+def _bench_parser(bench: argparse.ArgumentParser) -> None:
+    bench.add_argument("--quick", action="store_true", help="a reduced set of shapes and runs (well under a minute)")
+    bench.add_argument("--json", metavar="PATH", help="write the results (schema ctcop-bench) to this file")
+    bench.add_argument("--plot", metavar="PATH.png", help="plot time against N per shape (needs ctcop[bench])")
+    bench.add_argument(
+        "--implementations",
+        type=_text("implementation list"),
+        metavar="A,B",
+        help="comma-separated names, or all (default: every default one that is installed; see the legend)",
+    )
+    bench.add_argument("--shapes", type=_text("shape list"), metavar="A,B", help="only these shapes (listed above)")
+    bench.add_argument("--batches", type=_batches, metavar="N,M", help="for every shape, instead of its own")
+    bench.add_argument(
+        "--threads", type=_integer(1, 1024), help="threads for every implementation (default: all cores)"
+    )
+    bench.add_argument("--repeat", type=_integer(1, 1000), help="timed runs per cell, at least (default 7, quick 3)")
+    bench.add_argument("--warmup", type=_integer(0, 100), help="untimed runs after the checked one (default 1)")
+    bench.add_argument(
+        "--min-time", type=_seconds, metavar="SECONDS", help="more runs until they add up to this (0.1, quick 0.02)"
+    )
+    bench.add_argument("--no-memory", action="store_true", help="skip the peak memory measurements")
+    bench.set_defaults(run=_bench)
+
+
+def _bench_description() -> str:
+    from .bench.implementations import IMPLEMENTATIONS
+    from .bench.shapes import FULL, QUICK
+
+    def listed(shapes: Any) -> str:
+        return "; ".join(f"{s.name} ({s.title}, N={','.join(map(str, s.batches))})" for s in shapes)
+
+    names = ", ".join(name + ("" if i.default else " (not by default)") for name, i in IMPLEMENTATIONS.items())
+    return (
+        "Each implementation's losses are checked against ctcop.ctc_loss before it is timed; exit status 1\n"
+        f"when one disagrees or fails.\nshapes: {listed(FULL)}\nquick: {listed(QUICK)}\nimplementations: {names}"
+    )
+
+
+def _batches(text: str) -> list[int]:
+    from .bench.run import batch_sizes
+
+    try:
+        return batch_sizes(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ctcop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"ctcop {__version__}")
@@ -671,6 +776,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _eval_parser(
         commands.add_parser("eval", help="what the CTCLoss layers of an IR/ONNX file compute, and the runtime")
+    )
+    _bench_parser(
+        commands.add_parser(
+            "bench",
+            help="time ctcop, its exports and the installed frameworks' CTC losses",
+            description=_bench_description(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
     )
     checker = commands.add_parser("validate", help="list and statically check the CTCLoss layers of an IR/ONNX file")
     checker.add_argument("model", help="an IR .xml (its .bin beside it) or an .onnx file")

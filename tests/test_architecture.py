@@ -8,7 +8,7 @@ from pathlib import Path
 import ctcop
 
 PACKAGE = Path(ctcop.__file__).parent
-WINGS = ("onnx", "openvino", "conformance", "layers", "torch")
+WINGS = ("onnx", "openvino", "conformance", "layers", "torch", "bench")
 HEAVY = ("onnx", "onnxruntime", "openvino", "ml_dtypes", "torch", "tensorflow", "jax")
 MAX_FUNCTION_LINES = 60
 

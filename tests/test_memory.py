@@ -22,7 +22,7 @@ MB = 1e6
 
 
 def case(frames: int, batch: int, length: int, classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """benchmarks/reference_speed.py's shapes: float32 logits, every frame active, random targets."""
+    """`ctcop bench`'s warp-ctc shapes (ctcop.bench.shapes): float32 logits, every frame active, random targets."""
     rng = np.random.default_rng(0)
     inputs = rng.standard_normal(size=(frames, batch, classes), dtype=np.float32)
     mask = np.ones((frames, batch), dtype=np.int32)

@@ -1,0 +1,143 @@
+"""One cell of the bench: an implementation's results checked against ctcop's, then its call timed.
+
+**Check.** The first call's losses are compared with ``ctcop.ctc_loss`` of the same inputs
+computed in float64 (the float32 logits widened exactly), by :func:`ctcop.tolerance.compare` at
+the tolerance of the result's element type (float32: rtol 1e-5, atol 1e-4; float64: rtol 1e-9,
+atol 1e-12); a gradient by the conformance suite's gradient rule
+(:func:`ctcop.conformance.verdict.compare_grad`) against ``ctcop.ctc_loss_grad``. A cell that
+fails is still timed and is marked wrong in the table.
+
+**Timing.** ``warmup`` more calls, then at least ``repeat`` timed calls and more until they add up
+to ``min_time_s`` (at most :data:`MAX_RUNS`), with Python's garbage collector paused; the median
+is the figure, min and max are kept.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+import ctcop
+
+from ..conformance.verdict import compare_grad
+from ..tolerance import compare
+from .implementations import Implementation, Result
+from .shapes import Inputs, Shape
+
+MAX_RUNS = 1000
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_s: float
+    min_s: float
+    max_s: float
+    runs: int
+
+
+@dataclass
+class Cell:
+    """One implementation at one shape and batch size: ``status`` "ok", "wrong" (timed, but its
+    check failed: ``message``) or "error" (it raised: ``message``; not timed); ``first_s`` the
+    checked first call (in the first cell of an implementation: its JIT compilation, cache loads
+    and thread pools' start)."""
+
+    implementation: str
+    shape: Shape
+    batch: int
+    status: str
+    message: str | None = None
+    timing: Timing | None = None
+    compile_s: float | None = None
+    first_s: float | None = None  # the checked call, before any warm-up
+    prepare_s: float | None = None  # models built (first cell) and inputs laid out
+
+    @property
+    def median_s(self) -> float | None:
+        return None if self.timing is None else self.timing.median_s
+
+
+@dataclass
+class Reference:
+    """ctcop's losses (and gradient, when asked for) of ``inputs``, computed in float64."""
+
+    inputs: Inputs
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def wide(self) -> np.ndarray:
+        return self.inputs.logits.astype(np.float64)
+
+    @cached_property
+    def loss(self) -> np.ndarray:
+        return ctcop.ctc_loss(self.wide, self.inputs.mask, self.inputs.labels)
+
+    @cached_property
+    def grad(self) -> np.ndarray:
+        return ctcop.ctc_loss_grad(self.wide, self.inputs.mask, self.inputs.labels)[1]
+
+
+def check(result: Result, reference: Reference) -> str | None:
+    """None when ``result`` agrees with ctcop's; otherwise the first disagreement, in one line."""
+    loss = np.asarray(result[0])
+    problem = compare(loss, reference.loss, loss.dtype.name)
+    if problem is not None:
+        return f"loss at the {loss.dtype.name} tolerance: {problem}"
+    if result[1] is None:
+        return None
+    grad = np.asarray(result[1])
+    return compare_grad(grad, reference.grad, reference.loss, grad.dtype.name, 1)
+
+
+def timed(call: Callable[[], Any], repeat: int, min_time_s: float) -> Timing:
+    times: list[float] = []
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        while len(times) < MAX_RUNS and (len(times) < repeat or sum(times) < min_time_s):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+    finally:
+        if enabled:
+            gc.enable()
+    return Timing(statistics.median(times), min(times), max(times), len(times))
+
+
+@dataclass(frozen=True)
+class Protocol:
+    threads: int
+    repeat: int
+    warmup: int
+    min_time_s: float
+
+
+def measure(implementation: Implementation, shape: Shape, batch: int, reference: Reference, protocol: Protocol) -> Cell:
+    """Prepare, check and time ``implementation`` on ``reference.inputs``."""
+    cell = Cell(implementation.name, shape, batch, "ok")
+    try:
+        start = time.perf_counter()
+        prepared = implementation.prepare(reference.inputs, protocol.threads)
+        cell.prepare_s = time.perf_counter() - start
+        cell.compile_s = prepared.compile_s
+        start = time.perf_counter()
+        result = prepared.call()
+        cell.first_s = time.perf_counter() - start
+        if implementation.checked:
+            cell.message = check(result, reference)
+            cell.status = "ok" if cell.message is None else "wrong"
+        del result
+        for _ in range(protocol.warmup):
+            prepared.call()
+        cell.timing = timed(prepared.call, protocol.repeat, protocol.min_time_s)
+    except Exception as error:  # a library's failure is the cell's, not the bench's
+        text = " ".join(str(error).split()) or type(error).__name__
+        cell.status, cell.message, cell.timing = "error", f"{type(error).__name__}: {text[:300]}", None
+    return cell

@@ -1,0 +1,229 @@
+"""``ctcop bench``: its report, its checks, its options. No timed assertion: only that times are
+finite and positive, that every implementation computes what ctcop computes on the bench's own
+inputs, and that what the bench reports about itself is right."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import ctcop
+from ctcop import cli
+from ctcop.bench import implementations, memory, plot, run, shapes, threads, timing
+from ctcop.bench.implementations import IMPLEMENTATIONS, Implementation, Prepared
+
+PNG = b"\x89PNG\r\n\x1a\n"
+# Every shape of --quick at N = 2, every implementation, one timed run each: what the bench checks
+# (each implementation against ctcop.ctc_loss) on its own inputs, without the time of a real run.
+SMALL_RUN = ["--quick", "--batches", "2", "--repeat", "1", "--warmup", "0", "--min-time", "0.000001"]
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, dict, bytes]:
+    folder = tmp_path_factory.mktemp("bench")
+    json_path, png_path = folder / "bench.json", folder / "bench.png"
+    command = [sys.executable, "-m", "ctcop", "bench", *SMALL_RUN, "--implementations", "all"]
+    command += ["--json", str(json_path), "--plot", str(png_path), "--no-memory", "--threads", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    return result, json.loads(json_path.read_text()), png_path.read_bytes()
+
+
+def test_the_json_report_has_every_cell_with_finite_positive_times(full_report) -> None:
+    result, report, _ = full_report
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert report["schema"] == "ctcop-bench" and report["schema_version"] == 1
+    assert report["machine"]["cpu"] and report["machine"]["cores"] >= 1
+    assert report["settings"]["threads"] == 2 and report["settings"]["quick"] is True
+    assert report["versions"]["ctcop"] == ctcop.__version__ and "numpy" in report["versions"]
+    assert report["interrupted_by"] is None and report["wall_s"] > 0
+    timed = [entry["name"] for entry in report["implementations"] if entry["status"] == "timed"]
+    assert {"ctcop", "ctcop-grad", "onnxruntime", "openvino-onnx", "openvino-native"} <= set(timed)
+    assert [entry["name"] for entry in report["implementations"]] == list(IMPLEMENTATIONS)
+    cells = report["cells"]
+    expected = {(s.name, 2, name) for s in shapes.QUICK for name in timed}
+    assert {(c["shape"], c["N"], c["implementation"]) for c in cells} == expected
+    for cell in cells:
+        assert cell["runs"] >= 1
+        assert 0 < cell["min_s"] <= cell["median_s"] <= cell["max_s"] < math.inf
+        assert cell["first_call_s"] > 0 and cell["prepare_s"] >= 0
+    assert report["ratios"] and all(r["value"] is None or r["value"] > 0 for r in report["ratios"])
+    assert report["threads"]["ctcop"] == 2
+
+
+def test_every_implementation_agrees_with_ctcop_on_the_bench_inputs(full_report) -> None:
+    # The bench checks each cell before timing it; a disagreement is status "wrong" and exit 1.
+    result, report, _ = full_report
+    problems = [(c["shape"], c["N"], c["implementation"], c["message"]) for c in report["cells"] if c["status"] != "ok"]
+    assert not problems
+    assert "!" not in result.stdout.split("T=150 L=40 C=28", 1)[1].split("wall time")[0]
+
+
+def test_the_table_prints_the_head_a_block_per_shape_and_the_ratios(full_report) -> None:
+    result, _, _ = full_report
+    out = result.stdout
+    assert out.startswith("ctcop bench --quick: ") and "2 thread(s) for every implementation" in out
+    for shape in shapes.QUICK:
+        assert f"\n{shape.title}\n" in out
+    assert "c/pt64" in out and "ort/f32" in out and "| " in out
+    assert "optax32" in out and "compilation per shape and N" in out
+    assert result.stderr.count("Traceback") == 0
+
+
+def test_plot_writes_a_png(full_report) -> None:
+    _, _, png = full_report
+    assert png.startswith(PNG) and len(png) > 10_000
+
+
+@pytest.fixture(autouse=True)
+def restored_threads(monkeypatch):
+    """In-process runs set the environment and the core's thread count: put them back after."""
+    for name in ("CTCOP_NUM_THREADS", "XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL"):
+        monkeypatch.setitem(os.environ, name, os.environ.get(name, ""))
+    getter, setter = threads._core("get_num_threads"), threads._core("set_num_threads")
+    before = getter() if getter is not None else None
+    yield
+    if setter is not None and before is not None:
+        setter(before)
+
+
+def bench(*args: str) -> int:
+    return cli.main(["bench", *args])
+
+
+def test_a_missing_peer_is_listed_as_not_installed(monkeypatch, capsys, tmp_path) -> None:
+    def absent(*modules: str) -> str | None:
+        return "torch not installed" if "torch" in modules else None
+
+    monkeypatch.setattr(implementations, "missing", absent)
+    out = tmp_path / "b.json"
+    chosen = "exp-floor,torch-f64"  # the floor computes no loss: no check, no JIT compilation here
+    code = bench(*SMALL_RUN, "--shapes", "seed000-sweep", "--implementations", chosen, "--json", str(out))
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "not installed: torch-f64 (torch not installed)" in captured.out
+    report = json.loads(out.read_text())
+    status = {entry["name"]: (entry["status"], entry["reason"]) for entry in report["implementations"]}
+    assert status == {"torch-f64": ("not installed", "torch not installed"), "exp-floor": ("timed", None)}
+    assert {cell["implementation"] for cell in report["cells"]} == {"exp-floor"}
+
+
+def wrong_ctcop(x: shapes.Inputs, threads: int) -> Prepared:
+    return Prepared(lambda: (ctcop.ctc_loss(x.logits, x.mask, x.labels) * np.float32(1.01), None))
+
+
+def test_a_wrong_result_is_reported_and_exits_1(monkeypatch, capsys, tmp_path) -> None:
+    fake = Implementation("ctcop", "ctcop", "wrong on purpose", ("numpy",), wrong_ctcop)
+    monkeypatch.setitem(IMPLEMENTATIONS, "ctcop", fake)
+    out = tmp_path / "b.json"
+    code = bench(*SMALL_RUN, "--shapes", "seed000-sweep", "--implementations", "ctcop,exp-floor", "--json", str(out))
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "! ctcop wrong result at T=5 L=2 C=11 N=2: loss at the float32 tolerance: sample 0" in captured.out
+    cells = json.loads(out.read_text())["cells"]
+    assert {cell["status"] for cell in cells if cell["implementation"] == "ctcop"} == {"wrong"}
+    assert all(cell["median_s"] > 0 for cell in cells)  # a wrong cell is still timed
+
+
+def test_the_check_rejects_a_wrong_gradient() -> None:
+    inputs = shapes.draw(shapes.FULL[0], 2)
+    reference = timing.Reference(inputs)
+    loss, grad = ctcop.ctc_loss_grad(inputs.logits, inputs.mask, inputs.labels)
+    assert timing.check((loss, grad), reference) is None
+    grad = grad.copy()
+    grad[3, 1, 2] += 0.1
+    assert timing.check((loss, grad), reference).startswith("gradient at [3, 1, 2]")
+
+
+def test_an_implementation_that_raises_is_an_error_cell() -> None:
+    def broken(x: shapes.Inputs, threads: int) -> Prepared:
+        raise RuntimeError("no kernel\nfor this")
+
+    inputs = shapes.draw(shapes.FULL[2], 2)
+    protocol = timing.Protocol(1, 1, 0, 0.0)
+    broken_one = Implementation("x", "x", "x", (), broken)
+    cell = timing.measure(broken_one, shapes.FULL[2], 2, timing.Reference(inputs), protocol)
+    assert (cell.status, cell.message, cell.timing) == ("error", "RuntimeError: no kernel for this", None)
+
+
+def test_timing_runs_at_least_repeat_times_and_until_the_minimum_time() -> None:
+    calls = []
+    result = timing.timed(lambda: calls.append(1), 5, 0.0)
+    assert result.runs == 5 == len(calls) and result.min_s <= result.median_s <= result.max_s
+    assert timing.timed(lambda: None, 1, 0.01).runs > 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--threads", "0"], "--threads"),
+        (["--threads", "\u0663"], "--threads"),
+        (["--repeat", "x"], "--repeat"),
+        (["--warmup", "-1"], "--warmup"),
+        (["--min-time", "0"], "--min-time"),
+        (["--batches", "0"], "--batches"),
+        (["--batches", "1,,2"], "--batches"),
+        (["--implementations", "ctcop,nosuch"], "implementations: unknown 'nosuch'"),
+        (["--implementations", ","], "implementations: empty list"),
+        (["--shapes", "warp-ctc-c9"], "shapes: unknown 'warp-ctc-c9'"),
+        (["--plot", "{tmp}/p.svg"], "plot: "),
+        (["--plot", "{tmp}"], "plot: "),
+        (["--json", "{tmp}/no/such/dir/b.json"], "json: "),
+        (["--json", "{tmp}/b.png", "--plot", "{tmp}/b.png"], "the same file"),
+        (["--quick", "--quick", "extra"], "unrecognized arguments"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(capsys, tmp_path, args: list[str], message: str) -> None:
+    code = bench(*(arg.replace("{tmp}", str(tmp_path)) for arg in args))
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err.count("\n") == 1 and captured.err.startswith("ctcop: "), captured.err
+    assert message in captured.err, captured.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_without_matplotlib_exits_2_before_any_work(monkeypatch, capsys, tmp_path) -> None:
+    monkeypatch.setattr(plot, "missing", lambda: plot.MISSING)
+    code = bench("--quick", "--plot", str(tmp_path / "b.png"))
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err == f"ctcop: invalid input: plot: {plot.MISSING}\n"
+
+
+def test_peak_memory_is_measured_in_a_child_process() -> None:
+    if memory.available() is not None:
+        pytest.skip(memory.available())
+    shape = shapes.Shape("small", 50, 5, 2000, (8,))
+    found = memory.measure("onnxruntime-no-arena", shape, 8, 1)
+    assert found.error is None, found.error
+    assert found.first is not None and found.later is not None
+    assert 0 <= found.first < 100 and 0 <= found.later < 100
+
+
+def test_memory_is_planned_where_the_logits_are_large_enough() -> None:
+    settings = cli.build_parser().parse_args(["bench"])
+    planned = run.memory_plan(cli._bench_settings(settings), list(IMPLEMENTATIONS))
+    assert {(shape.name, batch) for _, shape, batch in planned} == {("warp-ctc-c5000", 64)}
+    assert [name for name, _, _ in planned] == list(run.MEMORY_IMPLEMENTATIONS)
+
+
+def test_an_interruption_exits_130_with_a_partial_report(tmp_path) -> None:
+    out = tmp_path / "b.json"
+    command = [sys.executable, "-m", "ctcop", "bench", "--implementations", "exp-floor", "--shapes", "warp-ctc-c5000"]
+    command += ["--batches", "1,64", "--repeat", "1000", "--no-memory", "--json", str(out)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None and process.stdout.readline().startswith("ctcop bench: ")
+        time.sleep(3.0)  # most likely in the second row: N = 1 takes about a second, N = 64 about a minute
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert stderr == f"ctcop: interrupted by SIGINT; partial report in {out}\n"
+    report = json.loads(out.read_text())
+    assert report["interrupted_by"] == "SIGINT"
+    assert [(cell["N"], cell["status"]) for cell in report["cells"]] in ([], [(1, "ok")])  # what finished
+    assert "interrupted by SIGINT" in stdout
