@@ -16,7 +16,8 @@ import pytest
 import ctcop
 from ctcop import cli
 from ctcop.bench import implementations, memory, plot, run, shapes, threads, timing
-from ctcop.bench.implementations import IMPLEMENTATIONS, Implementation, Prepared
+from ctcop.bench.implementations import IMPLEMENTATIONS, Implementation
+from ctcop.bench.prepared import Prepared
 
 PNG = b"\x89PNG\r\n\x1a\n"
 # Every shape of --quick at N = 2, every implementation, one timed run each: what the bench checks
@@ -81,13 +82,17 @@ def test_plot_writes_a_png(full_report) -> None:
 
 
 @pytest.fixture(autouse=True)
-def restored_threads(monkeypatch):
+def restored_threads():
     """In-process runs set the environment and the core's thread count: put them back after."""
-    for name in ("CTCOP_NUM_THREADS", "XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL"):
-        monkeypatch.setitem(os.environ, name, os.environ.get(name, ""))
+    saved = {name: os.environ.get(name) for name in ("CTCOP_NUM_THREADS", "XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")}
     getter, setter = threads._core("get_num_threads"), threads._core("set_num_threads")
     before = getter() if getter is not None else None
     yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     if setter is not None and before is not None:
         setter(before)
 

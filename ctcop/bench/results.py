@@ -167,6 +167,7 @@ def document(results: Results) -> dict[str, Any]:
             "name": name,
             "column": IMPLEMENTATIONS[name].column,
             "label": IMPLEMENTATIONS[name].label,
+            "gradient": IMPLEMENTATIONS[name].gradient,
             "status": "not installed" if name in results.missing else "timed",
             "reason": results.missing.get(name),
         }

@@ -28,7 +28,8 @@ import ctcop
 
 from ..conformance.verdict import compare_grad
 from ..tolerance import compare
-from .implementations import Implementation, Result
+from .implementations import Implementation
+from .prepared import Result
 from .shapes import Inputs, Shape
 
 MAX_RUNS = 1000

@@ -1,0 +1,85 @@
+"""What every implementation of the bench hands to the timer: a prepared call, and the layout
+conversions the frameworks share."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..conformance.runtimes import openvino_native_inputs
+from .shapes import Inputs
+
+Result = tuple[np.ndarray, np.ndarray | None]  # [N] losses, [T, N, C] gradient or None
+Prepare = Callable[[Inputs, int], "Prepared"]  # (inputs, threads) -> a prepared call
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A call that computes the losses of one batch, and the JIT compilation it needed (s)."""
+
+    call: Callable[[], Result]
+    compile_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The inputs as the frameworks take them: batch-major float32 logits [N, T, C], frame counts
+    [N], targets [N, T] compacted to the front and their lengths [N], int64 (layout only:
+    :func:`ctcop.conformance.runtimes.openvino_native_inputs`)."""
+
+    batch_major: np.ndarray
+    lengths: np.ndarray
+    targets: np.ndarray
+    target_lengths: np.ndarray
+
+    @property
+    def blank(self) -> int:
+        return int(self.batch_major.shape[2]) - 1
+
+    @property
+    def narrow_targets(self) -> np.ndarray:
+        """The targets' first S columns, S the longest target (at least 1)."""
+        width = max(1, int(self.target_lengths.max(initial=0)))
+        return np.ascontiguousarray(self.targets[:, :width])
+
+
+def layout(x: Inputs) -> Layout:
+    logits, lengths, targets, target_lengths = openvino_native_inputs(x.logits, x.mask, x.labels)
+    return Layout(logits, lengths.astype(np.int64), targets.astype(np.int64), target_lengths.astype(np.int64))
+
+
+def openvino_config(threads: int) -> dict[str, Any]:
+    """OpenVINO's CPU plugin on ``threads`` threads."""
+    return {"INFERENCE_NUM_THREADS": threads}
+
+
+def openvino_infer(compiled: Any, inputs: list[np.ndarray]) -> Prepared:
+    """One infer request of ``compiled`` on ``inputs`` (shared, not copied): the first output."""
+    request = compiled.create_infer_request()
+
+    def call() -> Result:
+        outputs = request.infer(inputs, share_inputs=True)
+        return np.array(outputs[0]), None
+
+    return Prepared(call)
+
+
+@contextlib.contextmanager
+def native_stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 on /dev/null for the duration: TensorFlow logs to it from native code
+    while it starts, whatever ``TF_CPP_MIN_LOG_LEVEL`` says (its exceptions still raise)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
