@@ -137,10 +137,13 @@ def test_gradient_at_large_gaps_matches_closed_form() -> None:
         np.testing.assert_allclose(grad[:, 0, 1], [-expected, -expected], rtol=1e-12, atol=1e-15, err_msg=str(gap))
 
 
-@pytest.mark.parametrize("chunk_elements", [1, 7, 50, 400])
-def test_chunks_and_checkpoint_segments_change_no_bit(monkeypatch: pytest.MonkeyPatch, chunk_elements: int) -> None:
-    # Small CHUNK_ELEMENTS force one frame per chunk and many checkpoint segments (spec 4.5, 5):
-    # the loss and the gradient must not change in any bit, nor across the batch's composition.
+@pytest.mark.parametrize(("segment_elements", "threads"), [(1, 1), (7, 2), (50, 3), (400, 1), (1 << 20, 2)])
+def test_checkpoint_segments_and_threads_change_no_bit(
+    monkeypatch: pytest.MonkeyPatch, segment_elements: int, threads: int
+) -> None:
+    # A small SEGMENT_ELEMENTS forces one checkpoint every ceil(sqrt(T)) frames (spec 5), a large one
+    # stores the whole table: the loss and the gradient must not change in any bit, nor with the
+    # thread count, nor across the batch's composition.
     rng = np.random.default_rng(3)
     inputs = rng.normal(size=(23, 4, 6)) * 3
     inputs[5, 1, 1] = np.nan
@@ -151,8 +154,13 @@ def test_chunks_and_checkpoint_segments_change_no_bit(monkeypatch: pytest.Monkey
     labels[2, :4] = [1, 0, 1, 3]
     labels[3, :2] = [1, 2]  # no frames: no aligned path
     expected = ctcop.ctc_loss_grad(inputs, mask, labels)
-    monkeypatch.setattr(recursion, "CHUNK_ELEMENTS", chunk_elements)
-    loss, grad = ctcop.ctc_loss_grad(inputs, mask, labels)
+    monkeypatch.setattr(recursion, "SEGMENT_ELEMENTS", segment_elements)
+    previous = recursion.get_num_threads()
+    recursion.set_num_threads(threads)
+    try:
+        loss, grad = ctcop.ctc_loss_grad(inputs, mask, labels)
+    finally:
+        recursion.set_num_threads(previous)
     np.testing.assert_array_equal(loss, expected[0])
     np.testing.assert_array_equal(grad, expected[1])
     np.testing.assert_array_equal(ctcop.ctc_loss(inputs, mask, labels), expected[0])

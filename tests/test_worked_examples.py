@@ -7,7 +7,7 @@ import pytest
 from oracle import decode_path
 
 import ctcop
-from ctcop import canonical, recursion
+from ctcop import canonical, kernels, recursion
 from ctcop.examples import HAND_WORKED_PROBS, SEED_LABELS, worked_examples
 
 # Section 9.1: T = 3, C = 3 (classes a = 0, b = 1, blank = 2); logits are ln of these probabilities.
@@ -46,11 +46,21 @@ def test_hand_worked_forward_table() -> None:
     batch = canonical.from_time_major(
         INPUTS, MASK, np.array([[0, -1, -1]]), preprocess_collapse_repeated=False, merge_repeated=True
     )
-    lattice = recursion.Lattice.of(batch)
-    loglik, alpha = recursion.forward(batch, lattice, recursion.emissions(batch, lattice))
-    table = [[0.3, 0.5, 0.0], [0.15, 0.32, 0.25], [0.015, 0.282, 0.057]]
-    np.testing.assert_allclose(np.exp(alpha[:, 0, :]), table, rtol=1e-13, atol=0)
-    assert loglik[0] == pytest.approx(math.log(0.339), rel=1e-14)
+    classes, stay, skip = kernels.lattice(batch.targets[0, :1], batch.blank, batch.merge_repeated)
+    alpha = np.array([-np.inf, -np.inf, 0.0, -np.inf, -np.inf])  # two pads, then states 0, 1, 2
+    work, scaled, emission = np.empty(3), np.zeros(5), np.empty(3)
+    table = []
+    for t in range(3):
+        row = batch.logits[t, 0]
+        top, log_sum = kernels.frame_normaliser(row, work)
+        emission[:] = (row[classes] - top) - log_sum
+        following = np.full(5, -np.inf)
+        kernels.forward_step(alpha, following, scaled, emission, stay, skip, min(3, 2 * t + 2))
+        alpha = following
+        table.append(np.exp(alpha[2:]))
+    expected = [[0.3, 0.5, 0.0], [0.15, 0.32, 0.25], [0.015, 0.282, 0.057]]
+    np.testing.assert_allclose(table, expected, rtol=1e-13, atol=0)
+    assert recursion.log_likelihood(batch)[0] == pytest.approx(math.log(0.339), rel=1e-14)
 
 
 def test_hand_worked_gradient() -> None:

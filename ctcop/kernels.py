@@ -1,0 +1,453 @@
+"""The compiled forward-backward kernels, one sample at a time (spec/ctcloss4.md, sections 4 and 5).
+
+Each kernel computes one sample from its own logits, frame count and target alone, with the same
+operations in the same order whatever the batch, the thread that runs it or the CPU: results do
+not depend on batch composition, thread count or run. :mod:`ctcop.recursion` hands samples to
+threads; this module holds the arithmetic.
+
+The lattice. State ``s`` of a sample stands for the extended label ``blank, g1, blank, ...,
+gL, blank`` (S = 2L + 1 states). A frame moves a path from ``s`` to ``s`` (stay), ``s + 1``
+(step) or ``s + 2`` (skip), and emits the class of the state it lands on. With
+``merge_repeated`` staying is allowed everywhere and skipping into ``g_k`` when ``g_k !=
+g_(k-1)``; without it staying on a label state is forbidden and skipping into every label state
+is allowed. Paths start in a virtual state before frame 0 equal to state 0 without emission and
+end in state 2L or 2L - 1 after the sample's last frame.
+
+Log space throughout. The forward variables ``alpha`` (and the backward ``beta``) are kept as
+logarithms. A frame's update of state s is ``ln(e^a0 + e^a1 + e^a2) + emission`` over its up to
+three predecessors. It is formed as ``top + ln(u0 + u1 + u2)`` with ``u = exp(a - top)`` and
+``top`` the frame's largest variable, so each state costs one ``exp`` (shared by the three
+states that read it) and one ``ln``, both vectorised (:mod:`ctcop.logexp`). Where the sum falls
+below :data:`ctcop.logexp.EXACT_BELOW` (a predecessor far below the frame's top, whose ``u`` may
+have been flushed), the state is redone with the textbook three-term log-sum-exp, so no
+magnitude of logits loses accuracy.
+
+Emissions (spec 4.1): ``(x[t, c] - top_t) - ln(sum_c exp(x[t, c] - top_t))`` in float64, with
+``top_t`` the frame's largest logit; the two per-frame values are formed once and kept, so the
+gradient's passes read emissions without another ``exp`` over the classes.
+
+The gradient (spec 5): ``softmax(x_t)[c] - sum of the occupancies of the states of class c``,
+occupancies ``exp(alpha + beta - top)`` normalised per frame. Memory per sample is
+O(S * (T/K + K) + C + T): the forward variables are stored every K frames
+(``segment``), and each segment's are recomputed from its checkpoint during the backward sweep.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .logexp import EXACT_BELOW, compiled, exp_nonpositive, log_normal
+
+NEG_INF = -math.inf
+
+
+# -- small array helpers: loops, since numba compiles numpy's fills and array copies slowly ---------
+
+
+@compiled
+def _fill(out: np.ndarray, start: int, stop: int, value: float) -> None:
+    for k in range(start, stop):
+        out[k] = value
+
+
+@compiled
+def _filled(size: int, value: float) -> np.ndarray:
+    out = np.empty(size)
+    _fill(out, 0, size, value)
+    return out
+
+
+@compiled
+def _copy(source: np.ndarray, out: np.ndarray) -> None:
+    for k in range(source.shape[0]):
+        out[k] = source[k]
+
+
+# -- over the classes of one frame ----------------------------------------------------------------
+
+
+@compiled
+def _row_top(row: np.ndarray) -> tuple[float, int]:
+    """Largest value of a frame's logits (as float64) and how many of them are not finite.
+
+    The maximum runs over eight interleaved lanes held in scalars (numba's arrays live in memory,
+    and LLVM widens no compare-and-select reduction without fast-math); the maximum of the lanes
+    is the maximum of the row, whatever the order."""
+    n = row.shape[0]
+    blocks = n - n % 8
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = NEG_INF
+    for c in range(0, blocks, 8):
+        v0, v1, v2, v3 = np.float64(row[c]), np.float64(row[c + 1]), np.float64(row[c + 2]), np.float64(row[c + 3])
+        v4, v5, v6, v7 = np.float64(row[c + 4]), np.float64(row[c + 5]), np.float64(row[c + 6]), np.float64(row[c + 7])
+        m0, m1, m2, m3 = max(v0, m0), max(v1, m1), max(v2, m2), max(v3, m3)
+        m4, m5, m6, m7 = max(v4, m4), max(v5, m5), max(v6, m6), max(v7, m7)
+    top = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    for c in range(blocks, n):
+        top = max(np.float64(row[c]), top)
+    bad = 0
+    for c in range(n):
+        bad += 0 if abs(row[c]) < math.inf else 1
+    return top, bad
+
+
+@compiled
+def _lane_sum(values: np.ndarray, n: int) -> float:
+    """``sum(values[:n])`` over eight interleaved lanes (scalars, as in :func:`_row_top`), added
+    in a fixed order, then the tail."""
+    blocks = n - n % 8
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    for c in range(0, blocks, 8):
+        s0, s1, s2, s3 = s0 + values[c], s1 + values[c + 1], s2 + values[c + 2], s3 + values[c + 3]
+        s4, s5, s6, s7 = s4 + values[c + 4], s5 + values[c + 5], s6 + values[c + 6], s7 + values[c + 7]
+    total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    for c in range(blocks, n):
+        total += values[c]
+    return total
+
+
+@compiled
+def frame_normaliser(row: np.ndarray, work: np.ndarray) -> tuple[float, float]:
+    """``top = max_c row[c]`` and ``ln sum_c exp(row[c] - top)`` of one frame's logits in float64
+    (spec 4.1), both NaN if one is not finite. The log-softmax is ``(row[c] - top) - that``: the
+    centred value first, so that adding a constant to a frame changes no bit. ``work`` holds C
+    float64."""
+    top, bad = _row_top(row)
+    if bad > 0:
+        return math.nan, math.nan
+    n = row.shape[0]
+    for c in range(n):
+        work[c] = exp_nonpositive(np.float64(row[c]) - top)
+    return top, math.log(_lane_sum(work, n))
+
+
+# -- the lattice of one sample ------------------------------------------------------------------
+
+
+@compiled
+def lattice(target: np.ndarray, blank: int, merge_repeated: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Class [S], stay weight [S] and skip-into weight [S + 2] (1.0 where the move exists, else
+    0.0; two trailing 0 pads) of the states of a target of L labels."""
+    length = target.shape[0]
+    states = 2 * length + 1
+    classes = np.empty(states, dtype=np.int64)
+    for s in range(states):
+        classes[s] = blank
+    stay = _filled(states, 1.0)
+    skip = _filled(states + 2, 0.0)
+    for k in range(length):
+        s = 2 * k + 1
+        classes[s] = target[k]
+        if not merge_repeated:
+            stay[s] = 0.0
+        if k > 0 and (not merge_repeated or target[k] != target[k - 1]):
+            skip[s] = 1.0
+    return classes, stay, skip
+
+
+@compiled
+def _frame_top(values: np.ndarray, start: int, stop: int) -> float:
+    top = NEG_INF
+    for s in range(start, stop):
+        top = values[s] if values[s] > top else top
+    return top
+
+
+@compiled
+def _log_sum3(a0: float, a1: float, a2: float) -> float:
+    """``ln(e^a0 + e^a1 + e^a2)`` term by term; -inf when all three are -inf."""
+    top = max(a0, max(a1, a2))
+    if top == NEG_INF:
+        return NEG_INF
+    return top + math.log(math.exp(a0 - top) + math.exp(a1 - top) + math.exp(a2 - top))
+
+
+@compiled
+def forward_step(
+    alpha: np.ndarray,
+    out: np.ndarray,
+    scaled: np.ndarray,
+    emission: np.ndarray,
+    stay: np.ndarray,
+    skip: np.ndarray,
+    stop: int,
+) -> None:
+    """Forward variables after one frame, states ``[0, stop)``, into ``out[2:]``.
+
+    ``alpha`` and ``out`` are [S + 2] with two leading -inf pads (state s at index s + 2);
+    ``scaled`` [S + 2] is work space; ``emission`` [S] the frame's log-probabilities per state.
+    """
+    top = _frame_top(alpha, 2, stop + 2)
+    if top == NEG_INF:
+        _fill(out, 2, stop + 2, NEG_INF)
+        return
+    for s in range(stop + 2):
+        scaled[s] = exp_nonpositive(alpha[s] - top)
+    small = 0
+    for s in range(stop):
+        total = scaled[s + 2] * stay[s] + scaled[s + 1] + scaled[s] * skip[s]
+        small += 1 if total < EXACT_BELOW else 0
+        out[s + 2] = top + log_normal(total) + emission[s]
+    if small > 0:
+        for s in range(stop):
+            if scaled[s + 2] * stay[s] + scaled[s + 1] + scaled[s] * skip[s] < EXACT_BELOW:
+                a0 = alpha[s + 2] if stay[s] > 0.0 else NEG_INF
+                a2 = alpha[s] if skip[s] > 0.0 else NEG_INF
+                out[s + 2] = _log_sum3(a0, alpha[s + 1], a2) + emission[s]
+
+
+@compiled
+def backward_step(
+    ahead: np.ndarray,
+    out: np.ndarray,
+    scaled: np.ndarray,
+    stay: np.ndarray,
+    skip: np.ndarray,
+    start: int,
+    states: int,
+) -> None:
+    """Backward variables at a frame, states ``[start, S)``, into ``out[:S]``.
+
+    ``ahead`` [S + 2] holds ``beta + emission`` of the next frame with two trailing -inf pads;
+    a path in s moves to s (if staying is allowed), s + 1, or s + 2 (if skipping into it is).
+    """
+    top = _frame_top(ahead, start, states)
+    if top == NEG_INF:
+        _fill(out, start, states, NEG_INF)
+        return
+    for s in range(start, states + 2):
+        scaled[s] = exp_nonpositive(ahead[s] - top)
+    small = 0
+    for s in range(start, states):
+        total = scaled[s] * stay[s] + scaled[s + 1] + scaled[s + 2] * skip[s + 2]
+        small += 1 if total < EXACT_BELOW else 0
+        out[s] = top + log_normal(total)
+    if small > 0:
+        for s in range(start, states):
+            if scaled[s] * stay[s] + scaled[s + 1] + scaled[s + 2] * skip[s + 2] < EXACT_BELOW:
+                a0 = ahead[s] if stay[s] > 0.0 else NEG_INF
+                a2 = ahead[s + 2] if skip[s + 2] > 0.0 else NEG_INF
+                out[s] = _log_sum3(a0, ahead[s + 1], a2)
+
+
+@compiled
+def _emission(row: np.ndarray, top: float, log_sum: float, classes: np.ndarray, out: np.ndarray) -> None:
+    """Log-softmax of a frame at each state's class, from :func:`frame_normaliser`'s two values."""
+    for s in range(classes.shape[0]):
+        out[s] = (np.float64(row[classes[s]]) - top) - log_sum
+
+
+@compiled
+def _final(alpha: np.ndarray, states: int) -> float:
+    """ln of the paths ending in state 2L or 2L - 1 (``alpha`` padded by two)."""
+    last: float = alpha[states + 1]
+    if states == 1:
+        return last
+    return _log_sum3(last, alpha[states], NEG_INF)
+
+
+# -- whole samples --------------------------------------------------------------------------------
+
+
+@compiled
+def _row(logits: np.ndarray, batch_major: bool, sample: int, t: int) -> np.ndarray:
+    """Frame t of a sample: ``logits`` is [T, N, C], or [N, T, C] when ``batch_major``."""
+    row: np.ndarray = logits[sample, t] if batch_major else logits[t, sample]
+    return row
+
+
+@compiled
+def _forward_pass(
+    logits: np.ndarray,
+    batch_major: bool,
+    sample: int,
+    frames: int,
+    classes: np.ndarray,
+    stay: np.ndarray,
+    skip: np.ndarray,
+    checkpoints: np.ndarray,
+    alphas: np.ndarray,
+    tops: np.ndarray,
+    log_sums: np.ndarray,
+) -> float:
+    """Log-likelihood of one sample (NaN for a non-finite active logit), keeping one frame's
+    forward variables; stores each frame's two normalising values (:func:`frame_normaliser`),
+    the forward variables before frame ``k * segment`` in ``checkpoints[k]``, where the segment
+    is ``ceil(frames / len(checkpoints))``, and those after each frame of the last segment in
+    ``alphas`` (when it has rows), which the backward sweep then need not recompute."""
+    states = classes.shape[0]
+    segment = -(-frames // max(1, checkpoints.shape[0]))
+    last_first = (checkpoints.shape[0] - 1) * segment
+    alpha = _filled(states + 2, NEG_INF)
+    alpha[2] = 0.0  # the virtual start before frame 0 counts as state 0
+    following = _filled(states + 2, NEG_INF)
+    scaled = _filled(states + 2, 0.0)
+    emission = np.empty(states)
+    work = np.empty(logits.shape[2])
+    for t in range(frames):
+        if t % segment == 0:
+            _copy(alpha, checkpoints[t // segment])
+        row = _row(logits, batch_major, sample, t)
+        tops[t], log_sums[t] = frame_normaliser(row, work)
+        if math.isnan(tops[t]):
+            return math.nan
+        _emission(row, tops[t], log_sums[t], classes, emission)
+        forward_step(alpha, following, scaled, emission, stay, skip, min(states, 2 * t + 2))
+        alpha, following = following, alpha
+        if alphas.shape[0] > 0 and t >= last_first:
+            _copy(alpha, alphas[t - last_first])
+    return _final(alpha, states)
+
+
+@compiled
+def _gradient_row(
+    row: np.ndarray,
+    top: float,
+    log_sum: float,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    classes: np.ndarray,
+    work: np.ndarray,
+    occupancy: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """``out[c] = softmax(row)[c] - sum over states s of class c of occupancy(s)`` for one frame,
+    in float64 and rounded once; occupancies ``exp(alpha + beta)`` normalised to sum 1 (every
+    aligned path is in exactly one state), which never forms the likelihood itself."""
+    n = row.shape[0]
+    for c in range(n):
+        work[c] = exp_nonpositive((np.float64(row[c]) - top) - log_sum)
+    states = classes.shape[0]
+    for s in range(states):
+        occupancy[s] = alpha[s + 2] + beta[s]
+    most = _frame_top(occupancy, 0, states)
+    for s in range(states):
+        occupancy[s] = exp_nonpositive(occupancy[s] - most)
+    total = 0.0
+    for s in range(states):
+        total += occupancy[s]
+    for s in range(states):
+        work[classes[s]] -= occupancy[s] / total
+    for c in range(n):
+        out[c] = work[c]
+
+
+@compiled
+def _backward_sweep(
+    logits: np.ndarray,
+    batch_major: bool,
+    sample: int,
+    frames: int,
+    classes: np.ndarray,
+    stay: np.ndarray,
+    skip: np.ndarray,
+    checkpoints: np.ndarray,
+    alphas: np.ndarray,
+    tops: np.ndarray,
+    log_sums: np.ndarray,
+    grad: np.ndarray,
+) -> None:
+    """The gradient of one sample's loss, segment by segment from the last: each segment's
+    forward variables (the last one's already in ``alphas``) recomputed from its checkpoint,
+    then the backward variables over it from the frame after it, and each frame's row of the
+    gradient (:func:`_gradient_row`)."""
+    states = classes.shape[0]
+    segment = alphas.shape[0]
+    beta = _filled(states + 2, NEG_INF)  # at frame t, states [0, S), two trailing pads
+    beta[states - 1] = 0.0
+    if states > 1:
+        beta[states - 2] = 0.0
+    ahead, scaled = _filled(states + 2, NEG_INF), _filled(states + 2, 0.0)
+    emission, later, occupancy = np.empty(states), np.empty(states), np.empty(states)
+    work = np.empty(logits.shape[2])
+    for index in range(checkpoints.shape[0] - 1, -1, -1):
+        first = index * segment
+        last = min(frames, first + segment)
+        alpha = checkpoints[index]
+        for t in range(first, last if index < checkpoints.shape[0] - 1 else first):
+            _emission(_row(logits, batch_major, sample, t), tops[t], log_sums[t], classes, emission)
+            _fill(alphas[t - first], 0, states + 2, NEG_INF)
+            forward_step(alpha, alphas[t - first], scaled, emission, stay, skip, min(states, 2 * t + 2))
+            alpha = alphas[t - first]
+        for t in range(last - 1, first - 1, -1):
+            row = _row(logits, batch_major, sample, t)
+            if t < frames - 1:
+                for s in range(states):
+                    ahead[s] = beta[s] + later[s]
+                backward_step(ahead, beta, scaled, stay, skip, max(0, states - 2 - 2 * (frames - 1 - t)), states)
+            out = _row(grad, batch_major, sample, t)
+            _gradient_row(row, tops[t], log_sums[t], alphas[t - first], beta, classes, work, occupancy, out)
+            _emission(row, tops[t], log_sums[t], classes, later)
+
+
+@compiled
+def batch_loglik(
+    logits: np.ndarray,
+    batch_major: bool,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    blank: int,
+    merge_repeated: bool,
+    first: int,
+    last: int,
+    out: np.ndarray,
+) -> None:
+    """ln of the summed probability of every aligned path (NaN for a non-finite active logit)
+    of samples ``[first, last)`` into ``out``. ``logits`` is [T, N, C], or [N, T, C] when
+    ``batch_major``; ``targets[i, :target_lengths[i]]`` is sample i's target."""
+    for i in range(first, last):
+        classes, stay, skip = lattice(targets[i, : target_lengths[i]], blank, merge_repeated)
+        checkpoints = np.empty((1, classes.shape[0] + 2))
+        normalising = np.empty((2, lengths[i]))
+        out[i] = _forward_pass(
+            logits,
+            batch_major,
+            i,
+            lengths[i],
+            classes,
+            stay,
+            skip,
+            checkpoints,
+            checkpoints[:0],
+            normalising[0],
+            normalising[1],
+        )
+
+
+@compiled
+def batch_grad(
+    logits: np.ndarray,
+    batch_major: bool,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    blank: int,
+    merge_repeated: bool,
+    segments: np.ndarray,
+    first: int,
+    last: int,
+    out: np.ndarray,
+    grad: np.ndarray,
+) -> None:
+    """:func:`batch_loglik`, and the gradient of each sample's loss into ``grad`` (same layout as
+    ``logits``, zero on entry): NaN in its active frames for a non-finite active logit, left 0
+    when no path is aligned. Sample i's forward variables are stored every ``segments[i]``
+    frames."""
+    for i in range(first, last):
+        frames = lengths[i]
+        classes, stay, skip = lattice(targets[i, : target_lengths[i]], blank, merge_repeated)
+        count = -(-frames // segments[i])
+        checkpoints = np.empty((count, classes.shape[0] + 2))
+        alphas = np.empty((-(-frames // max(1, count)), classes.shape[0] + 2))
+        tops, log_sums = np.empty(frames), np.empty(frames)
+        out[i] = _forward_pass(logits, batch_major, i, frames, classes, stay, skip, checkpoints, alphas, tops, log_sums)
+        if math.isnan(out[i]):
+            for t in range(frames):
+                row = _row(grad, batch_major, i, t)
+                _fill(row, 0, row.shape[0], math.nan)
+        elif out[i] > NEG_INF:
+            _backward_sweep(
+                logits, batch_major, i, frames, classes, stay, skip, checkpoints, alphas, tops, log_sums, grad
+            )

@@ -1,0 +1,125 @@
+"""``exp`` and ``ln`` for the compiled kernels, written so that a loop calling them vectorises.
+
+The kernels in :mod:`ctcop.kernels` take one ``exp`` per class per frame and one ``exp`` and one
+``ln`` per lattice state per frame. Called through ``math.exp``/``math.log``, numba emits a libm
+call per element, which no loop vectoriser can widen (numba's vector math library, SVML, is not
+part of the llvmlite wheels). These two are plain float64 arithmetic with a bit cast, so LLVM
+widens them to the CPU's vector width, and, since numba does not contract ``a * b + c`` into a
+fused multiply-add without fast-math flags, every CPU computes the same bits.
+
+Accuracy (tests/test_logexp.py checks both against numpy over the whole domains the kernels use):
+
+* :func:`exp_nonpositive`: ``exp(d)`` for ``d <= 0``, within 1 ulp; exactly 0 for ``d < -708``
+  (``exp(d) < 2**-1021``; the kernels only add such a term to a sum that holds a term >= 2**-900,
+  where it cannot change the rounded sum, or fall back to exact arithmetic, see
+  :data:`EXACT_BELOW`).
+* :func:`log_normal`: ``ln(v)`` for a positive normal ``v``, within 3 ulp, and ``-inf`` for 0.
+
+Reduction: ``exp(d) = 2**m * 2**(j/64) * exp(r)`` with ``64 m + j = round(64 d / ln 2)`` and
+``|r| <= ln(2) / 128`` (Cody and Waite's split of ln 2 keeps the reduction exact); ``2**(j/64)``
+from a table rounded once, ``exp(r) - 1`` by its Taylor series to degree 6 (truncation below
+4e-17 relative). ``ln(v) = e ln 2 + ln(m)`` with ``m`` in
+``[sqrt(1/2), sqrt(2))``, and ``ln(m) = 2 atanh(f)``, ``f = (m - 1) / (m + 1)``, ``|f| <= 0.172``,
+by its series to ``f**23`` (truncation below 1e-18 relative).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from decimal import Decimal, localcontext
+from typing import Any, TypeVar, cast
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+LN2_HI = 6.93147180369123816490e-01  # ln 2 rounded to 32 significant bits: k * LN2_HI is exact
+LN2_LO = 1.90821492927058770002e-10  # ln 2 - LN2_HI
+SQRT2 = 1.41421356237309514547
+EXP_FLUSH = -708.0  # exp(d) for d below this is returned as 0 (it is below 2**-1021)
+# A sum of terms exp(d) below this may have lost a flushed term; the kernels redo it exactly.
+EXACT_BELOW = 2.0**-900
+# exp: d = (64 m + j) ln(2) / 64 + r, exp(d) = 2**m * 2**(j / 64) * exp(r), |r| <= ln(2) / 128
+_STEP_BITS = 6
+_STEPS = 1 << _STEP_BITS
+_STEPS_PER_LN2 = _STEPS / math.log(2.0)
+_STEP_HI = LN2_HI / _STEPS  # 32 significant bits: k * _STEP_HI is exact for |k| < 2**21
+_STEP_LO = LN2_LO / _STEPS
+with localcontext() as _context:
+    _context.prec = 50
+    _POWERS = np.array([float(Decimal(2) ** (Decimal(j) / _STEPS)) for j in range(_STEPS)])  # rounded once
+_MANTISSA = (1 << 52) - 1
+_EXPONENT_ZERO = 1023 << 52
+
+
+def compiled(function: F) -> F:
+    """numba's ``njit``, cached across processes, releasing the GIL, typed for mypy."""
+    return cast(F, numba.njit(cache=True, nogil=True, error_model="numpy")(function))
+
+
+def _bitcast(source: types.Type, target: types.Type, llvm_target: ir.Type) -> Any:
+    """A numba intrinsic that reinterprets the bits of a ``source`` value as a ``target``."""
+
+    def typer(context: Any, value: types.Type) -> Any:
+        if value != source:
+            return None
+
+        def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: list[ir.Value]) -> ir.Value:
+            return builder.bitcast(args[0], llvm_target)
+
+        return target(source), codegen
+
+    return cast(Any, intrinsic(typer))
+
+
+_float_bits = _bitcast(types.float64, types.int64, ir.IntType(64))  # the IEEE-754 bits of a float64
+_bits_float = _bitcast(types.int64, types.float64, ir.DoubleType())  # the float64 of IEEE-754 bits
+
+
+@compiled
+def exp_nonpositive(d: float) -> float:
+    """``exp(d)`` for ``d <= 0`` (-inf included); 0 below :data:`EXP_FLUSH`."""
+    clamped = d if d > EXP_FLUSH else EXP_FLUSH
+    k = numba.int64(math.floor(clamped * _STEPS_PER_LN2 + 0.5))
+    r = (clamped - k * _STEP_HI) - k * _STEP_LO
+    p = 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r  # exp(r) - 1
+    scale = _bits_float(((k >> _STEP_BITS) + 1023) << 52) * _POWERS[k & (_STEPS - 1)]
+    result: float = scale + scale * p
+    return result if d >= EXP_FLUSH else 0.0
+
+
+@compiled
+def log_normal(v: float) -> float:
+    """``ln(v)`` for a positive normal ``v``; -inf for ``v == 0``."""
+    bits = _float_bits(v)
+    exponent = (bits >> 52) - 1023
+    m = _bits_float((bits & _MANTISSA) | _EXPONENT_ZERO)
+    high = m > SQRT2
+    m = m * 0.5 if high else m
+    e = float(exponent + 1) if high else float(exponent)
+    f = (m - 1.0) / (m + 1.0)
+    f2 = f * f
+    s = 1.0 / 23.0
+    s = s * f2 + 1.0 / 21.0
+    s = s * f2 + 1.0 / 19.0
+    s = s * f2 + 1.0 / 17.0
+    s = s * f2 + 1.0 / 15.0
+    s = s * f2 + 1.0 / 13.0
+    s = s * f2 + 1.0 / 11.0
+    s = s * f2 + 1.0 / 9.0
+    s = s * f2 + 1.0 / 7.0
+    s = s * f2 + 1.0 / 5.0
+    s = s * f2 + 1.0 / 3.0
+    s = s * f2 + 1.0
+    result: float = e * LN2_HI + (2.0 * f * s + e * LN2_LO)
+    return result if v > 0.0 else -math.inf
