@@ -1,15 +1,16 @@
 """Peak memory of an implementation's call, relative to the bytes of its float32 logits.
 
-Method: a fresh child process (``python -m ctcop.bench.memory``) draws the inputs, prepares the
-implementation (model built, inputs laid out, as for timing) and collects garbage; its resident
-set size then is the baseline. Linux's peak resident size (``VmHWM`` of ``/proc/self/status``)
-is reset to the current one (``5`` written to ``/proc/self/clear_refs``), the call runs, and the
-peak minus the baseline is the first call's memory; the peak is reset again and two more calls
-run: their peak minus the same baseline is what later calls hold (allocator pools and arenas
-kept from the first call included). Resident memory counts what native code touches, which
-tracemalloc cannot see; pages the process reserved but never touched do not count. Linux only
-(elsewhere :func:`measure` answers why not). The result of the call (the [N] losses, or the
-[T, N, C] float64 gradient of ``ctcop-grad``: twice the logits' bytes) is part of its memory.
+Method: a fresh child process (``python -m ctcop.bench.memory``) draws the inputs, calls the
+implementation once on one sample of the same [T, C] (so that JIT compilation and one-time
+set-up are not counted), prepares it for the inputs (model built, inputs laid out, as for
+timing) and collects garbage; its resident set size then is the baseline. Linux's peak resident
+size (``VmHWM`` of ``/proc/self/status``) is reset to the current one (``5`` written to
+``/proc/self/clear_refs``), the call runs, and the peak minus the baseline is the first call's
+memory; the peak is reset again and two more calls run: their peak minus the same baseline is
+what later calls hold (allocator pools and arenas kept from the first call included). Resident
+memory counts what native code touches, which tracemalloc cannot see; pages reserved but never
+touched do not count. Linux only (elsewhere :func:`measure` answers why not). The result of the
+call (the [N] losses, or the [T, N, C] gradient of ``ctcop-grad``) is part of its memory.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from .shapes import Shape
 STATUS = "/proc/self/status"
 CLEAR_REFS = "/proc/self/clear_refs"
 TIMEOUT_S = 600
-METHOD = "peak RSS (VmHWM, reset by /proc/self/clear_refs) above the RSS before the call, fresh child process"
+METHOD = (
+    "peak RSS (VmHWM, reset by /proc/self/clear_refs) above the RSS before the call, "
+    "in a fresh child process, after a call on one sample"
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ def child(request: dict[str, Any]) -> dict[str, Any]:
     shape = Shape(request["shape"], request["frames"], request["length"], request["classes"], (request["batch"],))
     inputs = draw(shape, request["batch"])
     implementation = implementations.IMPLEMENTATIONS[request["implementation"]]
+    implementation.prepare(draw(shape, 1), request["threads"]).call()  # JIT compilation and set-up
     prepared = implementation.prepare(inputs, request["threads"])
     gc.collect()
     baseline = _status_kb("VmRSS")

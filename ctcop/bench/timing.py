@@ -18,7 +18,7 @@ import gc
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -70,7 +70,6 @@ class Reference:
     """ctcop's losses (and gradient, when asked for) of ``inputs``, computed in float64."""
 
     inputs: Inputs
-    cache: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def wide(self) -> np.ndarray:
