@@ -1,7 +1,7 @@
 """ctcop: the exact reference, exporters and conformance suite for the CTCLoss-4 operator.
 
-``import ctcop`` loads the core only (numpy): the evaluator, its gradient, greedy decoding and the
-error type. The wings load on first use: ``ctcop.onnx`` (ONNX export), ``ctcop.openvino`` (IR
+``import ctcop`` loads the core only (numpy, and numba for its compiled kernels): the evaluator,
+its gradient, greedy decoding, the error type and the core's thread count. The wings load on first use: ``ctcop.onnx`` (ONNX export), ``ctcop.openvino`` (IR
 export, lowering, extensions), ``ctcop.conformance`` (cases, runtime adapters, runner).
 """
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from .decode import greedy_decode
 from .errors import InvalidInputError
+from .recursion import get_num_threads, set_num_threads
 from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss
 
 __all__ = [
@@ -16,9 +17,11 @@ __all__ = [
     "ctc_loss",
     "ctc_loss_grad",
     "ctc_loss_or_nan",
+    "get_num_threads",
     "greedy_decode",
     "openvino_ctc_loss",
     "openvino_extensions",
+    "set_num_threads",
 ]
 __version__ = "0.1.0"
 

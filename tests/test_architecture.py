@@ -1,4 +1,4 @@
-"""The package's shape: imports point down only, the core needs numpy alone, functions stay short."""
+"""The package's shape: imports point down only, the core needs numpy and numba alone, functions stay short."""
 
 import ast
 import subprocess

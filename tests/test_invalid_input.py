@@ -1,5 +1,9 @@
 """Every class of invalid input raises InvalidInputError naming the input, the position and the rule."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -129,3 +133,28 @@ def test_invalid_input_error_is_a_value_error_with_fields() -> None:
     error = info.value
     assert isinstance(error, ctcop.InvalidInputError)
     assert error.name == "labels" and error.index == (0, 0) and "rule 3.3" in error.rule
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "2"])
+def test_thread_count_must_be_a_positive_integer(value: object) -> None:
+    with raises(r"^threads: must be a positive integer"):
+        ctcop.set_num_threads(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-3", "1e2"])
+def test_thread_count_from_the_environment_is_checked(value: str) -> None:
+    code = "import numpy as np, ctcop; ctcop.ctc_loss(np.zeros((1, 1, 2)), np.ones((1, 1), np.int8), [[0]])"
+    result = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "CTCOP_NUM_THREADS": value}, capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    assert f"InvalidInputError: CTCOP_NUM_THREADS: must be a positive integer, got '{value}'" in result.stderr
+
+
+def test_thread_count_is_kept() -> None:
+    before = ctcop.get_num_threads()
+    try:
+        ctcop.set_num_threads(3)
+        assert ctcop.get_num_threads() == 3
+    finally:
+        ctcop.set_num_threads(before)
