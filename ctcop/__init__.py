@@ -1,8 +1,9 @@
 """ctcop: the exact reference, exporters and conformance suite for the CTCLoss-4 operator.
 
 ``import ctcop`` loads the core only (numpy, and numba for its compiled kernels): the evaluator,
-its gradient, greedy decoding, the error type and the core's thread count. The wings load on first use: ``ctcop.onnx`` (ONNX export), ``ctcop.openvino`` (IR
-export, lowering, extensions), ``ctcop.conformance`` (cases, runtime adapters, runner).
+its gradient, greedy decoding, the error type and the core's thread count. The wings load on first
+use: ``ctcop.onnx`` (ONNX export), ``ctcop.openvino`` (IR export, lowering, extensions),
+``ctcop.conformance`` (cases, runtime adapters, runner).
 """
 
 from typing import Any
