@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-from .logexp import EXACT_BELOW, compiled, exp_nonpositive, log_normal
+from .logexp import EXACT_BELOW, compiled, entry, exp_nonpositive, log_normal
 
 NEG_INF = -math.inf
 
@@ -69,12 +69,15 @@ def _copy(source: np.ndarray, out: np.ndarray) -> None:
 
 
 @compiled
-def _row_top(row: np.ndarray) -> tuple[float, int]:
-    """Largest value of a frame's logits (as float64) and how many of them are not finite.
+def frame_normaliser(row: np.ndarray, work: np.ndarray) -> tuple[float, float]:
+    """``top = max_c row[c]`` and ``ln sum_c exp(row[c] - top)`` of one frame's logits in float64
+    (spec 4.1), both NaN if one is not finite. The log-softmax is ``(row[c] - top) - that``: the
+    centred value first, so that adding a constant to a frame changes no bit. ``work`` holds C
+    float64.
 
-    The maximum runs over eight interleaved lanes held in scalars (numba's arrays live in memory,
-    and LLVM widens no compare-and-select reduction without fast-math); the maximum of the lanes
-    is the maximum of the row, whatever the order."""
+    The maximum and the sum run over eight interleaved lanes held in scalars (numba's arrays live
+    in memory, and LLVM widens no floating-point reduction without fast-math), combined in a fixed
+    order: the same bits on every CPU."""
     n = row.shape[0]
     blocks = n - n % 8
     m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = NEG_INF
@@ -89,37 +92,18 @@ def _row_top(row: np.ndarray) -> tuple[float, int]:
     bad = 0
     for c in range(n):
         bad += 0 if abs(row[c]) < math.inf else 1
-    return top, bad
-
-
-@compiled
-def _lane_sum(values: np.ndarray, n: int) -> float:
-    """``sum(values[:n])`` over eight interleaved lanes (scalars, as in :func:`_row_top`), added
-    in a fixed order, then the tail."""
-    blocks = n - n % 8
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-    for c in range(0, blocks, 8):
-        s0, s1, s2, s3 = s0 + values[c], s1 + values[c + 1], s2 + values[c + 2], s3 + values[c + 3]
-        s4, s5, s6, s7 = s4 + values[c + 4], s5 + values[c + 5], s6 + values[c + 6], s7 + values[c + 7]
-    total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-    for c in range(blocks, n):
-        total += values[c]
-    return total
-
-
-@compiled
-def frame_normaliser(row: np.ndarray, work: np.ndarray) -> tuple[float, float]:
-    """``top = max_c row[c]`` and ``ln sum_c exp(row[c] - top)`` of one frame's logits in float64
-    (spec 4.1), both NaN if one is not finite. The log-softmax is ``(row[c] - top) - that``: the
-    centred value first, so that adding a constant to a frame changes no bit. ``work`` holds C
-    float64."""
-    top, bad = _row_top(row)
     if bad > 0:
         return math.nan, math.nan
-    n = row.shape[0]
     for c in range(n):
         work[c] = exp_nonpositive(np.float64(row[c]) - top)
-    return top, math.log(_lane_sum(work, n))
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    for c in range(0, blocks, 8):
+        s0, s1, s2, s3 = s0 + work[c], s1 + work[c + 1], s2 + work[c + 2], s3 + work[c + 3]
+        s4, s5, s6, s7 = s4 + work[c + 4], s5 + work[c + 5], s6 + work[c + 6], s7 + work[c + 7]
+    total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    for c in range(blocks, n):
+        total += work[c]
+    return top, math.log(total)
 
 
 # -- the lattice of one sample ------------------------------------------------------------------
@@ -238,15 +222,6 @@ def _emission(row: np.ndarray, top: float, log_sum: float, classes: np.ndarray, 
         out[s] = (np.float64(row[classes[s]]) - top) - log_sum
 
 
-@compiled
-def _final(alpha: np.ndarray, states: int) -> float:
-    """ln of the paths ending in state 2L or 2L - 1 (``alpha`` padded by two)."""
-    last: float = alpha[states + 1]
-    if states == 1:
-        return last
-    return _log_sum3(last, alpha[states], NEG_INF)
-
-
 # -- whole samples --------------------------------------------------------------------------------
 
 
@@ -297,7 +272,8 @@ def _forward_pass(
         alpha, following = following, alpha
         if alphas.shape[0] > 0 and t >= last_first:
             _copy(alpha, alphas[t - last_first])
-    return _final(alpha, states)
+    last: float = alpha[states + 1]  # paths ending in state 2L or 2L - 1
+    return last if states == 1 else _log_sum3(last, alpha[states], NEG_INF)
 
 
 @compiled
@@ -381,7 +357,7 @@ def _backward_sweep(
             _emission(row, tops[t], log_sums[t], classes, later)
 
 
-@compiled
+@entry
 def batch_loglik(
     logits: np.ndarray,
     batch_major: bool,
@@ -416,7 +392,7 @@ def batch_loglik(
         )
 
 
-@compiled
+@entry
 def batch_grad(
     logits: np.ndarray,
     batch_major: bool,

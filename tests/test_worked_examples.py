@@ -2,6 +2,7 @@
 
 import math
 
+import numba
 import numpy as np
 import pytest
 from oracle import decode_path
@@ -41,25 +42,34 @@ def test_hand_worked_example(labels: list[int], collapse: bool, merge: bool, tot
     assert loss[0] == pytest.approx(-math.log(total), rel=1e-13)
 
 
+@numba.njit
+def forward_table(logits: np.ndarray, target: np.ndarray, blank: int, merge: bool) -> np.ndarray:
+    """The kernels' forward variables after each frame, [T, S], for one sample's logits [T, C]."""
+    classes, stay, skip = kernels.lattice(target, blank, merge)
+    states = classes.shape[0]
+    alpha = np.full(states + 2, -np.inf)  # two pads, then the states
+    alpha[2] = 0.0
+    work, scaled, emission = np.empty(logits.shape[1]), np.zeros(states + 2), np.empty(states)
+    table = np.empty((logits.shape[0], states))
+    for t in range(logits.shape[0]):
+        top, log_sum = kernels.frame_normaliser(logits[t], work)
+        for s in range(states):
+            emission[s] = (logits[t, classes[s]] - top) - log_sum
+        following = np.full(states + 2, -np.inf)
+        kernels.forward_step(alpha, following, scaled, emission, stay, skip, min(states, 2 * t + 2))
+        alpha = following
+        table[t] = alpha[2:]
+    return table
+
+
 def test_hand_worked_forward_table() -> None:
     # Section 9.1 table: forward variables over the states (blank, a, blank) for the target a.
     batch = canonical.from_time_major(
         INPUTS, MASK, np.array([[0, -1, -1]]), preprocess_collapse_repeated=False, merge_repeated=True
     )
-    classes, stay, skip = kernels.lattice(batch.targets[0, :1], batch.blank, batch.merge_repeated)
-    alpha = np.array([-np.inf, -np.inf, 0.0, -np.inf, -np.inf])  # two pads, then states 0, 1, 2
-    work, scaled, emission = np.empty(3), np.zeros(5), np.empty(3)
-    table = []
-    for t in range(3):
-        row = batch.logits[t, 0]
-        top, log_sum = kernels.frame_normaliser(row, work)
-        emission[:] = (row[classes] - top) - log_sum
-        following = np.full(5, -np.inf)
-        kernels.forward_step(alpha, following, scaled, emission, stay, skip, min(3, 2 * t + 2))
-        alpha = following
-        table.append(np.exp(alpha[2:]))
     expected = [[0.3, 0.5, 0.0], [0.15, 0.32, 0.25], [0.015, 0.282, 0.057]]
-    np.testing.assert_allclose(table, expected, rtol=1e-13, atol=0)
+    table = forward_table(batch.logits[:, 0], batch.targets[0, :1], batch.blank, batch.merge_repeated)
+    np.testing.assert_allclose(np.exp(table), expected, rtol=1e-13, atol=0)
     assert recursion.log_likelihood(batch)[0] == pytest.approx(math.log(0.339), rel=1e-14)
 
 
