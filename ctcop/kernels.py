@@ -272,9 +272,8 @@ def _forward_pass(
         alpha, following = following, alpha
         if alphas.shape[0] > 0 and t >= last_first:
             _copy(alpha, alphas[t - last_first])
-    last: float = alpha[states + 1]  # paths ending in state 2L or 2L - 1
-    before_last: float = alpha[states]
-    return last if states == 1 else _log_sum3(last, before_last, NEG_INF)
+    last = float(alpha[states + 1])  # paths ending in state 2L or 2L - 1
+    return last if states == 1 else _log_sum3(last, float(alpha[states]), NEG_INF)
 
 
 @compiled

@@ -61,8 +61,8 @@ def compiled(function: F) -> F:
     """numba's ``njit`` for a function called only from compiled code: cached across processes,
     releasing the GIL, without the wrappers that would make it callable from Python (they cost
     about a fifth of the first compilation), typed for mypy."""
-    jit = numba.njit(cache=True, nogil=True, error_model="numpy", no_cpython_wrapper=True, no_cfunc_wrapper=True)
-    return cast(F, jit(function))
+    internal: dict[str, Any] = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+    return cast(F, numba.njit(cache=True, nogil=True, error_model="numpy", **internal)(function))
 
 
 def entry(function: F) -> F:
