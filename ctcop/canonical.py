@@ -17,7 +17,6 @@ import numpy.typing as npt
 
 from .attributes import flag
 from .errors import InvalidInputError
-from .layout import time_major_view
 from .schema import FormSpec, PortSpec, form
 
 IntArray = npt.NDArray[np.int64]
@@ -48,14 +47,6 @@ class CanonicalBatch:
     @property
     def batch_size(self) -> int:
         return int(self.logits.shape[1 - self.time_axis])
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.logits.shape[2])
-
-    def frames(self, start: int, stop: int) -> np.ndarray:
-        """Logits of frames ``start:stop`` as a time-major [stop-start, N, C] view."""
-        return time_major_view(self.logits, self.time_axis, start, stop)
 
 
 # -- generic checks (spec section 6) ---------------------------------------------------------
