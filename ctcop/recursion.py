@@ -43,6 +43,16 @@ _pool: ThreadPoolExecutor | None = None
 _threads: int | None = None
 
 
+def _forget_pool() -> None:
+    """In a forked child the parent's pool threads do not exist: start a new pool when needed."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _default_threads() -> int:
     text = os.environ.get("CTCOP_NUM_THREADS", "").strip()
     if text:
