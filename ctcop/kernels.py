@@ -53,13 +53,6 @@ def _fill(out: np.ndarray, start: int, stop: int, value: float) -> None:
 
 
 @compiled
-def _filled(size: int, value: float) -> np.ndarray:
-    out = np.empty(size)
-    _fill(out, 0, size, value)
-    return out
-
-
-@compiled
 def _copy(source: np.ndarray, out: np.ndarray) -> None:
     for k in range(source.shape[0]):
         out[k] = source[k]
@@ -110,24 +103,24 @@ def frame_normaliser(row: np.ndarray, work: np.ndarray) -> tuple[float, float]:
 
 
 @compiled
-def lattice(target: np.ndarray, blank: int, merge_repeated: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Class [S], stay weight [S] and skip-into weight [S + 2] (1.0 where the move exists, else
-    0.0; two trailing 0 pads) of the states of a target of L labels."""
+def lattice(target: np.ndarray, blank: int, merge_repeated: bool, classes: np.ndarray, moves: np.ndarray) -> int:
+    """The S = 2L + 1 states of a target of L labels: their classes into ``classes[:S]``, and
+    into ``moves[0, :S]`` and ``moves[1, :S + 2]`` 1.0 where staying on s and skipping into s
+    exist, else 0.0 (two trailing 0 pads). Returns S."""
     length = target.shape[0]
     states = 2 * length + 1
-    classes = np.empty(states, dtype=np.int64)
+    _fill(moves[0], 0, states, 1.0)
+    _fill(moves[1], 0, states + 2, 0.0)
     for s in range(states):
         classes[s] = blank
-    stay = _filled(states, 1.0)
-    skip = _filled(states + 2, 0.0)
     for k in range(length):
         s = 2 * k + 1
         classes[s] = target[k]
         if not merge_repeated:
-            stay[s] = 0.0
+            moves[0, s] = 0.0
         if k > 0 and (not merge_repeated or target[k] != target[k - 1]):
-            skip[s] = 1.0
-    return classes, stay, skip
+            moves[1, s] = 1.0
+    return int(states)
 
 
 @compiled
@@ -239,36 +232,37 @@ def _forward_pass(
     sample: int,
     frames: int,
     classes: np.ndarray,
-    stay: np.ndarray,
-    skip: np.ndarray,
+    moves: np.ndarray,
+    scratch: np.ndarray,
     checkpoints: np.ndarray,
     alphas: np.ndarray,
-    tops: np.ndarray,
-    log_sums: np.ndarray,
+    normalising: np.ndarray,
 ) -> float:
     """Log-likelihood of one sample (NaN for a non-finite active logit), keeping one frame's
-    forward variables; stores each frame's two normalising values (:func:`frame_normaliser`),
-    the forward variables before frame ``k * segment`` in ``checkpoints[k]``, where the segment
-    is ``ceil(frames / len(checkpoints))``, and those after each frame of the last segment in
-    ``alphas`` (when it has rows), which the backward sweep then need not recompute."""
+    forward variables; stores each frame's two normalising values (:func:`frame_normaliser`)
+    in ``normalising[:, t]``, the forward variables before frame ``k * segment`` in
+    ``checkpoints[k]``, where the segment is ``ceil(frames / len(checkpoints))``, and those after
+    each frame of the last segment in ``alphas`` (when it has rows), which the backward sweep
+    then need not recompute. ``classes`` and ``moves`` come from :func:`lattice`; ``scratch`` is
+    work space of four rows of at least S + 2 and one of at least C."""
     states = classes.shape[0]
     segment = -(-frames // max(1, checkpoints.shape[0]))
     last_first = (checkpoints.shape[0] - 1) * segment
-    alpha = _filled(states + 2, NEG_INF)
+    alpha, following, scaled = scratch[0, : states + 2], scratch[1, : states + 2], scratch[2, : states + 2]
+    emission, work = scratch[3, :states], scratch[4, : logits.shape[2]]
+    _fill(alpha, 0, states + 2, NEG_INF)
     alpha[2] = 0.0  # the virtual start before frame 0 counts as state 0
-    following = _filled(states + 2, NEG_INF)
-    scaled = _filled(states + 2, 0.0)
-    emission = np.empty(states)
-    work = np.empty(logits.shape[2])
+    _fill(following, 0, states + 2, NEG_INF)
+    _fill(scaled, 0, states + 2, 0.0)
     for t in range(frames):
         if t % segment == 0:
             _copy(alpha, checkpoints[t // segment])
         row = _row(logits, batch_major, sample, t)
-        tops[t], log_sums[t] = frame_normaliser(row, work)
-        if math.isnan(tops[t]):
+        normalising[0, t], normalising[1, t] = frame_normaliser(row, work)
+        if math.isnan(normalising[0, t]):
             return math.nan
-        _emission(row, tops[t], log_sums[t], classes, emission)
-        forward_step(alpha, following, scaled, emission, stay, skip, min(states, 2 * t + 2))
+        _emission(row, normalising[0, t], normalising[1, t], classes, emission)
+        forward_step(alpha, following, scaled, emission, moves[0], moves[1], min(states, 2 * t + 2))
         alpha, following = following, alpha
         if alphas.shape[0] > 0 and t >= last_first:
             _copy(alpha, alphas[t - last_first])
@@ -316,27 +310,28 @@ def _backward_sweep(
     sample: int,
     frames: int,
     classes: np.ndarray,
-    stay: np.ndarray,
-    skip: np.ndarray,
+    moves: np.ndarray,
+    scratch: np.ndarray,
     checkpoints: np.ndarray,
     alphas: np.ndarray,
-    tops: np.ndarray,
-    log_sums: np.ndarray,
+    normalising: np.ndarray,
     grad: np.ndarray,
 ) -> None:
     """The gradient of one sample's loss, segment by segment from the last: each segment's
     forward variables (the last one's already in ``alphas``) recomputed from its checkpoint,
     then the backward variables over it from the frame after it, and each frame's row of the
-    gradient (:func:`_gradient_row`)."""
+    gradient (:func:`_gradient_row`). ``scratch`` is as for :func:`_forward_pass`, with seven rows."""
     states = classes.shape[0]
     segment = alphas.shape[0]
-    beta = _filled(states + 2, NEG_INF)  # at frame t, states [0, S), two trailing pads
+    beta, ahead, scaled = scratch[0, : states + 2], scratch[1, : states + 2], scratch[2, : states + 2]
+    emission, later, occupancy = scratch[3, :states], scratch[5, :states], scratch[6, :states]
+    work, tops, log_sums = scratch[4, : logits.shape[2]], normalising[0], normalising[1]
+    _fill(beta, 0, states + 2, NEG_INF)  # at frame t, states [0, S), two trailing pads
     beta[states - 1] = 0.0
     if states > 1:
         beta[states - 2] = 0.0
-    ahead, scaled = _filled(states + 2, NEG_INF), _filled(states + 2, 0.0)
-    emission, later, occupancy = np.empty(states), np.empty(states), np.empty(states)
-    work = np.empty(logits.shape[2])
+    _fill(ahead, 0, states + 2, NEG_INF)
+    _fill(scaled, 0, states + 2, 0.0)
     for index in range(checkpoints.shape[0] - 1, -1, -1):
         first = index * segment
         last = min(frames, first + segment)
@@ -344,17 +339,27 @@ def _backward_sweep(
         for t in range(first, last if index < checkpoints.shape[0] - 1 else first):
             _emission(_row(logits, batch_major, sample, t), tops[t], log_sums[t], classes, emission)
             _fill(alphas[t - first], 0, states + 2, NEG_INF)
-            forward_step(alpha, alphas[t - first], scaled, emission, stay, skip, min(states, 2 * t + 2))
+            forward_step(alpha, alphas[t - first], scaled, emission, moves[0], moves[1], min(states, 2 * t + 2))
             alpha = alphas[t - first]
         for t in range(last - 1, first - 1, -1):
             row = _row(logits, batch_major, sample, t)
             if t < frames - 1:
                 for s in range(states):
                     ahead[s] = beta[s] + later[s]
-                backward_step(ahead, beta, scaled, stay, skip, max(0, states - 2 - 2 * (frames - 1 - t)), states)
+                start = max(0, states - 2 - 2 * (frames - 1 - t))
+                backward_step(ahead, beta, scaled, moves[0], moves[1], start, states)
             out = _row(grad, batch_major, sample, t)
             _gradient_row(row, tops[t], log_sums[t], alphas[t - first], beta, classes, work, occupancy, out)
             _emission(row, tops[t], log_sums[t], classes, later)
+
+
+@compiled
+def _block_sizes(lengths: np.ndarray, target_lengths: np.ndarray, first: int, last: int) -> tuple[int, int]:
+    """The most frames and the most states (S + 2) of samples ``[first, last)``."""
+    frames, labels = 0, 0
+    for i in range(first, last):
+        frames, labels = max(frames, lengths[i]), max(labels, target_lengths[i])
+    return frames, 2 * labels + 3
 
 
 @entry
@@ -373,22 +378,23 @@ def batch_loglik(
     """ln of the summed probability of every aligned path (NaN for a non-finite active logit)
     of samples ``[first, last)`` into ``out``. ``logits`` is [T, N, C], or [N, T, C] when
     ``batch_major``; ``targets[i, :target_lengths[i]]`` is sample i's target."""
+    frames, width = _block_sizes(lengths, target_lengths, first, last)
+    classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
+    scratch = np.empty((5, max(width, logits.shape[2])))
+    checkpoints, normalising = np.empty((1, width)), np.empty((2, frames))
     for i in range(first, last):
-        classes, stay, skip = lattice(targets[i, : target_lengths[i]], blank, merge_repeated)
-        checkpoints = np.empty((1, classes.shape[0] + 2))
-        normalising = np.empty((2, lengths[i]))
+        states = lattice(targets[i, : target_lengths[i]], blank, merge_repeated, classes, moves)
         out[i] = _forward_pass(
             logits,
             batch_major,
             i,
             lengths[i],
-            classes,
-            stay,
-            skip,
+            classes[:states],
+            moves,
+            scratch,
             checkpoints,
             checkpoints[:0],
-            normalising[0],
-            normalising[1],
+            normalising,
         )
 
 
@@ -411,19 +417,21 @@ def batch_grad(
     ``logits``, zero on entry): NaN in its active frames for a non-finite active logit, left 0
     when no path is aligned. Sample i's forward variables are stored every ``segments[i]``
     frames."""
+    most_frames, width = _block_sizes(lengths, target_lengths, first, last)
+    classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
+    scratch = np.empty((7, max(width, logits.shape[2])))
+    normalising = np.empty((2, most_frames))
     for i in range(first, last):
         frames = lengths[i]
-        classes, stay, skip = lattice(targets[i, : target_lengths[i]], blank, merge_repeated)
+        states = lattice(targets[i, : target_lengths[i]], blank, merge_repeated, classes, moves)
         count = -(-frames // segments[i])
-        checkpoints = np.empty((count, classes.shape[0] + 2))
-        alphas = np.empty((-(-frames // max(1, count)), classes.shape[0] + 2))
-        tops, log_sums = np.empty(frames), np.empty(frames)
-        out[i] = _forward_pass(logits, batch_major, i, frames, classes, stay, skip, checkpoints, alphas, tops, log_sums)
+        checkpoints = np.empty((count, states + 2))
+        alphas = np.empty((-(-frames // max(1, count)), states + 2))
+        arrays = (classes[:states], moves, scratch, checkpoints, alphas, normalising)
+        out[i] = _forward_pass(logits, batch_major, i, frames, *arrays)
         if math.isnan(out[i]):
             for t in range(frames):
                 row = _row(grad, batch_major, i, t)
                 _fill(row, 0, row.shape[0], math.nan)
         elif out[i] > NEG_INF:
-            _backward_sweep(
-                logits, batch_major, i, frames, classes, stay, skip, checkpoints, alphas, tops, log_sums, grad
-            )
+            _backward_sweep(logits, batch_major, i, frames, *arrays, grad)

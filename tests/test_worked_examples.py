@@ -45,8 +45,9 @@ def test_hand_worked_example(labels: list[int], collapse: bool, merge: bool, tot
 @numba.njit
 def forward_table(logits: np.ndarray, target: np.ndarray, blank: int, merge: bool) -> np.ndarray:
     """The kernels' forward variables after each frame, [T, S], for one sample's logits [T, C]."""
-    classes, stay, skip = kernels.lattice(target, blank, merge)
-    states = classes.shape[0]
+    classes, moves = np.empty(2 * target.shape[0] + 3, dtype=np.int64), np.empty((2, 2 * target.shape[0] + 3))
+    states = kernels.lattice(target, blank, merge, classes, moves)
+    classes = classes[:states]
     alpha = np.full(states + 2, -np.inf)  # two pads, then the states
     alpha[2] = 0.0
     work, scaled, emission = np.empty(logits.shape[1]), np.zeros(states + 2), np.empty(states)
@@ -56,7 +57,7 @@ def forward_table(logits: np.ndarray, target: np.ndarray, blank: int, merge: boo
         for s in range(states):
             emission[s] = (logits[t, classes[s]] - top) - log_sum
         following = np.full(states + 2, -np.inf)
-        kernels.forward_step(alpha, following, scaled, emission, stay, skip, min(states, 2 * t + 2))
+        kernels.forward_step(alpha, following, scaled, emission, moves[0], moves[1], min(states, 2 * t + 2))
         alpha = following
         table[t] = alpha[2:]
     return table
