@@ -11,6 +11,7 @@ from .attach import attach_onnx
 from .files import load_onnx, save_onnx
 from .function import DOMAIN, MIN_OPSET, OP_TYPE, ctc_loss_function
 from .released import released_model
+from .session import session_options
 from .writer import onnx_model
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "onnx_model",
     "released_model",
     "save_onnx",
+    "session_options",
 ]

@@ -26,6 +26,7 @@ input of its declared ranks and element types. Its stages, one function each:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,11 +42,18 @@ DOMAIN_VERSION: int = encoding("onnx")["domain_version"]
 OP_TYPE: str = encoding("onnx")["op_type"]
 MIN_OPSET: int = encoding("onnx")["min_opset"]
 # Frames per Loop iteration: onnxruntime spends most of a short iteration on the Loop itself.
-UNROLL = 5
+UNROLL = 10
 # Up to this many classes the emissions are gathered with GatherElements, which onnxruntime runs
 # ten times faster than an element-wise Gather; onnx.reference's GatherElements (np.choose) takes
 # at most 32 choices under NumPy 1 and 64 under NumPy 2, so more classes use a flat Gather.
 FEW_CLASSES = 32
+# With more classes the frame terms are computed a chunk of whole frames at a time: about this many
+# values (1 MiB of float32), so a chunk and its temporaries stay in a core's cache.
+CHUNK = 1 << 18
+# Exponents below this are raised to it in the recursion: exp(-87) is float32's smallest normal
+# order of magnitude, and onnxruntime's float32 Exp takes about seven times longer on an element
+# whose result is subnormal or zero (exp(-inf) included). Raising changes no sum that holds a 1.
+EXP_FLOOR = -87.0
 BOOL, INT64, DOUBLE = TensorProto.BOOL, TensorProto.INT64, TensorProto.DOUBLE
 
 
@@ -178,26 +186,30 @@ def _checks(g: GraphBuilder, mask_name: str, labels_name: str, shapes: _Shapes) 
 
 @dataclass(frozen=True)
 class _Frames:
-    """Per-frame terms: ``active`` [T, N], ``centred`` = x - max [T, N, C] and ``log_sum`` [T, N, 1]
-    in the compute type, and the count of active non-finite frames per sample [N]."""
+    """The steps of the recursion, ``padded`` = B * UNROLL of them (B = ``blocks``, scalar): step p
+    of sample n reads frame p while p < T_n and is a closing step after (``closing`` [P, N]);
+    ``rows`` [P, N] is the row of ``inputs`` viewed as [T * N, C] that step p of sample n reads
+    (frame min(p, T - 1), never another sample's); ``counts`` [N] are the T_n (the mask's column
+    sums; 0 for faulty samples)."""
 
-    active: str
-    centred: str
-    log_sum: str
-    nonfinite_count: str
+    rows: str
+    closing: str
+    counts: str
+    blocks: str
+    padded: str
 
 
-def _frames(g: GraphBuilder, x: str, active: str, compute_type: int) -> _Frames:
-    """Frames (3.2, 4.1, 4.4): the log-softmax terms, non-finite active frames ([T, N] ``active``
-    from the checks). With C = 0 the reductions give -inf, 0 and +inf: defined, and NaN'd later."""
-    axis2 = g.i64([2])
-    logits = g.Cast(x, to=compute_type)
-    centred = g.Sub(logits, g.ReduceMax(logits, axis2, keepdims=1))
-    log_sum = g.Log(g.ReduceSum(g.Exp(centred), axis2, keepdims=1))
-    smallest = g.ReduceMin(logits, axis2, keepdims=1)
-    nonfinite = g.Squeeze(g.Or(g.IsNaN(log_sum), g.IsInf(smallest)), axis2)
-    nonfinite_count = g.ReduceSum(g.Cast(g.And(nonfinite, active), to=INT64), g.i64([0]), keepdims=0)
-    return _Frames(active, centred, log_sum, nonfinite_count)
+def _frames(g: GraphBuilder, active: str, shapes: _Shapes, sample_ids: str) -> _Frames:
+    """Steps (3.1): the mask is a prefix of length T_n in every column (checked)."""
+    unroll = g.i64([UNROLL])
+    blocks = g.Div(g.Add(shapes.frames, g.i64([UNROLL - 1])), unroll)
+    padded = g.Squeeze(g.Mul(blocks, unroll), g.i64([0]))
+    steps = g.Unsqueeze(g.Range(g.i64(0), padded, g.i64(1)), g.i64([1]))
+    counts = g.ReduceSum(g.Cast(active, to=INT64), g.i64([0]), keepdims=0)
+    frame = g.Min(steps, g.Max(g.Sub(shapes.frame_count, g.i64(1)), g.i64(0)))
+    rows = g.Add(g.Mul(frame, shapes.batch_size), sample_ids)
+    closing = g.GreaterOrEqual(steps, g.Unsqueeze(counts, g.i64([0])))
+    return _Frames(rows, closing, counts, g.Squeeze(blocks, g.i64([0])), padded)
 
 
 def _targets(g: GraphBuilder, labels: str, blank: str, collapse: str) -> tuple[str, str]:
@@ -249,144 +261,230 @@ def _lattice(g: GraphBuilder, targets: str, lengths: str, blank: str, merge: str
 
 
 def _if(
-    g: GraphBuilder, condition: str, branches: tuple[tuple[GraphBuilder, str], ...], kind: int, dims: list[Any]
-) -> str:
-    """An If over two (builder, output) branches, each giving a tensor of element type ``kind``
-    and shape ``dims``."""
+    g: GraphBuilder,
+    condition: str,
+    branches: tuple[tuple[GraphBuilder, list[str]], ...],
+    outputs: Sequence[tuple[Any, Sequence[Any]]],
+) -> list[str]:
+    """An If over two (builder, outputs) branches, each giving tensors of the element types and
+    shapes in ``outputs``."""
     then_branch, else_branch = (
-        helper.make_graph(part.nodes, part.prefix.rstrip("_"), [], [helper.make_tensor_value_info(out, kind, dims)])
-        for part, out in branches
+        helper.make_graph(
+            part.nodes,
+            part.prefix.rstrip("_"),
+            [],
+            [helper.make_tensor_value_info(out, kind, dims) for out, (kind, dims) in zip(names, outputs, strict=True)],
+        )
+        for part, names in branches
     )
-    chosen = g.fresh("chosen")
-    g.node("If", [condition], [chosen], then_branch=then_branch, else_branch=else_branch)
+    chosen = [g.fresh("chosen") for _ in outputs]
+    g.node("If", [condition], chosen, then_branch=then_branch, else_branch=else_branch)
     return chosen
 
 
-def _gather_emissions(
-    g: GraphBuilder, centred: str, lattice: _Lattice, frame_ids: str, sample_ids: str, shapes: _Shapes, compute: int
-) -> str:
-    """``centred[frame_ids[f], n, lattice.classes[n, r]]`` as [F, 2 + S, N].
+@dataclass(frozen=True)
+class _Stats:
+    """Log-softmax terms of [F, N, C] logits in the compute type: ``centred`` = x - max, and
+    [F, N, 1] ``top`` (the max), ``log_sum`` (ln sum exp centred) and ``bottom`` (the min)."""
 
-    An If picks the operator: GatherElements on a [T, C, N] view up to FEW_CLASSES classes, else a
-    Gather of entry ((t * N + n) * C + class) of the flat view. Both give the same values. With
-    C = 0 there is nothing to gather (every sample is NaN, 11.5): an outer If gives zeros.
-    """
-    column_classes = g.Unsqueeze(g.Transpose(lattice.classes, perm=[1, 0]), g.i64([0]))
-    few = GraphBuilder("few_classes_")
-    index = few.Expand(column_classes, few.Concat(shapes.frames, lattice.count, shapes.batch, axis=0))
-    by_class = few.Transpose(centred, perm=[0, 2, 1])
-    few_gathered = few.Gather(few.GatherElements(by_class, index, axis=1), frame_ids, axis=0)
-    many = GraphBuilder("many_classes_")
-    frame_rows = many.Add(
-        many.Mul(many.Unsqueeze(frame_ids, many.i64([1, 2])), shapes.batch_size),
-        many.Unsqueeze(sample_ids, many.i64([0, 1])),
-    )
-    many_gathered = _take(many, centred, many.Add(many.Mul(frame_rows, shapes.class_count), column_classes))
-    some = GraphBuilder("some_classes_")
-    is_few = some.Squeeze(some.LessOrEqual(shapes.classes, some.i64([FEW_CLASSES])), some.i64([0]))
-    some_gathered = _if(some, is_few, ((few, few_gathered), (many, many_gathered)), compute, ["F", "S2", "N"])
-    none = GraphBuilder("no_classes_")
-    zero = helper.make_tensor("zero", compute, [1], [0.0])
-    none_shape = none.Concat(none.Shape(frame_ids), lattice.count, shapes.batch, axis=0)
-    none_gathered = none.ConstantOfShape(none_shape, value=zero)
-    is_none = g.Squeeze(g.Equal(shapes.classes, g.i64([0])), g.i64([0]))
-    return _if(g, is_none, ((none, none_gathered), (some, some_gathered)), compute, ["F", "S2", "N"])
+    centred: str
+    top: str
+    log_sum: str
+    bottom: str
+
+
+def _stats(g: GraphBuilder, logits: str, axis: int = 2) -> _Stats:
+    """Frame terms (3.2, 4.1, 4.4) of ``logits`` with the classes on ``axis``: log-softmax as
+    (x - max) - ln sum exp(x - max)."""
+    classes = g.i64([axis])
+    top = g.ReduceMax(logits, classes, keepdims=1)
+    centred = g.Sub(logits, top)
+    log_sum = g.Log(g.ReduceSum(g.Exp(centred), classes, keepdims=1))
+    return _Stats(centred, top, log_sum, g.ReduceMin(logits, classes, keepdims=1))
+
+
+def _nonfinite(g: GraphBuilder, log_sum: str, bottom: str) -> str:
+    """[F, N] true where a frame is non-finite: its log-sum is NaN or its minimum infinite."""
+    return g.Squeeze(g.Or(g.IsNaN(log_sum), g.IsInf(bottom)), g.i64([2]))
 
 
 @dataclass(frozen=True)
-class _Blocks:
-    """The recursion's inputs in blocks of UNROLL frames: ``emissions`` [B, UNROLL, 2 + S, N] in
-    the compute type, ``ends`` [B, UNROLL, 1, N] (true at each sample's last active frame),
-    the block count (scalar) and the sample indices 0 .. N-1 [N]."""
+class _EmissionInputs:
+    """What the emission stage reads: ``inputs``, its rows [T * N, C], the frames, the active
+    mask [T, N], the classes of the states [2 + S, N], their count [1], the blank (scalar), the
+    sizes and the compute type."""
 
-    emissions: str
-    ends: str
+    x: str
+    rows: str
+    frames: _Frames
+    active: str
+    classes: str
     count: str
-    sample_ids: str
+    blank: str
+    shapes: _Shapes
+    compute: int
 
 
-def _blocks(
-    g: GraphBuilder, frames: _Frames, lattice: _Lattice, lengths: str, shapes: _Shapes, compute: int
-) -> _Blocks:
-    """Emissions, states first like the forward variables. Frames are padded to a multiple of
-    UNROLL by repeating the last one; no sample ends in a padded frame."""
-    unroll = g.i64([UNROLL])
-    blocks = g.Div(g.Add(shapes.frames, g.i64([UNROLL - 1])), unroll)
-    padded_frames = g.Range(g.i64(0), g.Squeeze(g.Mul(blocks, unroll), g.i64([0])), g.i64(1))
-    frame_ids = g.Min(padded_frames, g.Sub(shapes.frame_count, g.i64(1)))
-    # 0 .. N-1 shaped like the target lengths (not a Range), so shape inference keeps a fixed N.
-    sample_ids = g.Sub(g.CumSum(g.Add(g.Mul(lengths, g.i64(0)), g.i64(1)), g.i64(0)), g.i64(1))
-    gathered = _gather_emissions(g, frames.centred, lattice, frame_ids, sample_ids, shapes, compute)
-    frame_shape = g.Concat(shapes.frames, g.i64([1]), shapes.batch, axis=0)
-    frame_log_sum = g.Gather(g.Reshape(frames.log_sum, frame_shape, allowzero=1), frame_ids, axis=0)
-    block_shape = g.Concat(blocks, unroll, lattice.count, shapes.batch, axis=0)
-    emissions = g.Reshape(g.Sub(gathered, frame_log_sum), block_shape, allowzero=1)
-    # Each sample's last active frame (3.1: the mask is a prefix of length T_i; none if T_i = 0).
-    frame_counts = g.ReduceSum(g.Cast(frames.active, to=INT64), g.i64([0]), keepdims=1)
-    ends = g.Equal(g.Unsqueeze(g.Add(padded_frames, g.i64(1)), g.i64([1])), frame_counts)
-    end_shape = g.Concat(blocks, unroll, g.i64([1]), shapes.batch, axis=0)
-    ends = g.Reshape(ends, end_shape, allowzero=1)
-    return _Blocks(emissions, ends, g.Squeeze(blocks, g.i64([0])), sample_ids)
+@dataclass(frozen=True)
+class _BlockEmissions:
+    """Where the Loop body finds a block's emissions [UNROLL * (2 + S), N]: block b of
+    ``source``, which is [B, UNROLL * (2 + S), N] emissions, or with an ``index`` [UNROLL, 2 + S,
+    N] (int32) [B, UNROLL, C, N] log-probabilities by class that GatherElements reads."""
+
+    source: str
+    index: str | None = None
+
+
+def _closing_emissions(g: GraphBuilder, classes: str, blank: str, compute: int) -> str:
+    """[2 + S, N] the emissions of a closing step: ln 1 for the blank's rows, ln 0 for the others.
+    A closing step moves each sample's end mass (states 2L and 2L - 1) into state 2L and keeps it
+    there: no label state survives it, and a blank state only stays or takes its label's mass."""
+    dtype = helper.tensor_dtype_to_np_dtype(compute)
+    return g.Where(g.Equal(classes, blank), g.const(0.0, dtype), g.const(-np.inf, dtype))
+
+
+def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, str]:
+    """Up to FEW_CLASSES classes (C > 0): the log-softmax of the frame each step reads, [P, C, N]
+    (a Gather of rows; a closing step reads an appended row whose log-softmax is ln 1 for the
+    blank and ln 0 for the other classes), in blocks [B, UNROLL, C, N]; the Loop body gathers each
+    block's emissions with one GatherElements (onnx.reference's takes at most 32 choices under
+    NumPy 1). Returns the branch, the block emissions and [N] true for a sample with an active
+    non-finite frame."""
+    g = GraphBuilder("few_classes_")
+    positions = g.Unsqueeze(g.Range(g.i64(0), ctx.shapes.class_count, g.i64(1)), g.i64([0]))
+    blank_only = g.Where(g.Equal(positions, ctx.blank), g.const(0.0, np.float64), g.const(-np.inf, np.float64))
+    rows = g.Concat(ctx.rows, g.CastLike(blank_only, ctx.x), axis=0)
+    closing_row = g.Mul(ctx.shapes.frame_count, ctx.shapes.batch_size)
+    read = g.Gather(rows, g.Where(ctx.frames.closing, closing_row, ctx.frames.rows), axis=0)
+    stats = _stats(g, g.Cast(read, to=ctx.compute))
+    by_class = g.Transpose(g.Sub(stats.centred, stats.log_sum), perm=[0, 2, 1])
+    blocks = g.Concat(
+        g.Reshape(ctx.frames.blocks, g.i64([1])), g.i64([UNROLL]), ctx.shapes.classes, ctx.shapes.batch, axis=0
+    )
+    shape = g.Concat(g.i64([UNROLL]), ctx.count, ctx.shapes.batch, axis=0)
+    # int32 indices: onnxruntime's GatherElements takes about two thirds of the time.
+    index = g.Expand(g.Unsqueeze(g.Cast(ctx.classes, to=TensorProto.INT32), g.i64([0])), shape)
+    bad = g.Squeeze(g.Or(g.IsNaN(stats.log_sum), g.IsInf(stats.bottom)), g.i64([2]))
+    nonfinite = _any(g, g.And(bad, g.Not(ctx.frames.closing)), 0)
+    return g, _BlockEmissions(g.Reshape(by_class, blocks, allowzero=1), index), nonfinite
+
+
+def _many_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
+    """More classes: the frame terms of ``inputs`` in chunks of about CHUNK values (whole frames,
+    at least one) in a Loop, so no tensor of the logits' size is made and each chunk stays in
+    cache; then a Gather of each state's logit from the flat ``inputs`` at the frame each step
+    reads, and (x - max) - ln sum exp(x - max) on the gathered values only. Returns the branch,
+    the emissions [P, 2 + S, N] and [N] true for a sample with an active non-finite frame."""
+    g = GraphBuilder("many_classes_")
+    batch, frames = ctx.shapes.batch, ctx.shapes.frames
+    per_frame = g.Mul(ctx.shapes.batch, ctx.shapes.classes)
+    chunk = g.Max(g.Div(g.i64([CHUNK]), g.Max(per_frame, g.i64([1]))), g.i64([1]))
+    count = g.Squeeze(g.Div(g.Add(frames, g.Sub(chunk, g.i64([1]))), chunk), g.i64([0]))
+    body = GraphBuilder("chunk_")
+    start = body.Mul(body.Reshape("c", body.i64([1])), chunk)
+    stats = _stats(body, body.Cast(body.Slice(ctx.x, start, body.Add(start, chunk), body.i64([0])), to=ctx.compute))
+    body.node("Concat", ["acc_in", body.Concat(stats.top, stats.log_sum, stats.bottom, axis=2)], ["acc_out"], axis=0)
+    body.node("Identity", ["cond_in"], ["cond_out"])
+    info = helper.make_tensor_value_info
+    loop_body = helper.make_graph(
+        body.nodes,
+        "frame_terms",
+        [info("c", INT64, []), info("cond_in", BOOL, []), info("acc_in", ctx.compute, [None, None, 3])],
+        [info("cond_out", BOOL, []), info("acc_out", ctx.compute, [None, None, 3])],
+    )
+    zero = g.const(0.0, helper.tensor_dtype_to_np_dtype(ctx.compute))
+    acc0 = g.Expand(zero, g.Concat(g.i64([0]), batch, g.i64([3]), axis=0))
+    terms = g.fresh("terms")
+    g.node("Loop", [count, g.const(True, np.bool_), acc0], [terms], body=loop_body)
+    top, log_sum, bottom = (g.fresh(name) for name in ("top", "log_sum", "bottom"))
+    g.node("Split", [terms], [top, log_sum, bottom], axis=2, num_outputs=3)
+    nonfinite = _any(g, g.And(_nonfinite(g, log_sum, bottom), ctx.active), 0)
+    # The terms of the frame each step reads, as [P, 1, N] columns.
+    flat_terms = g.Reshape(terms, g.i64([-1, 3]))
+    step_terms = [
+        g.Unsqueeze(g.Gather(g.Gather(flat_terms, g.i64(k), axis=1), ctx.frames.rows, axis=0), g.i64([1]))
+        for k in (0, 1)
+    ]
+    flat = g.Add(g.Unsqueeze(g.Mul(ctx.frames.rows, ctx.shapes.class_count), g.i64([1])), ctx.classes)
+    gathered = g.Cast(_take(g, ctx.rows, flat), to=ctx.compute)
+    emissions = g.Sub(g.Sub(gathered, step_terms[0]), step_terms[1])
+    closing = _closing_emissions(g, ctx.classes, ctx.blank, ctx.compute)
+    return g, [g.Where(g.Unsqueeze(ctx.frames.closing, g.i64([1])), closing, emissions), nonfinite]
+
+
+def _no_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
+    """C = 0: nothing to read (every sample is NaN, 11.5); zero emissions and no non-finite frame."""
+    g = GraphBuilder("no_classes_")
+    zero = helper.make_tensor("zero", ctx.compute, [1], [0.0])
+    false = helper.make_tensor("false", BOOL, [1], [False])
+    padded = g.Reshape(ctx.frames.padded, g.i64([1]))
+    return g, [
+        g.ConstantOfShape(g.Concat(padded, ctx.count, ctx.shapes.batch, axis=0), value=zero),
+        g.ConstantOfShape(ctx.shapes.batch, value=false),
+    ]
 
 
 @dataclass(frozen=True)
 class _LoopInputs:
-    """Outer-scope values the Loop body reads: the blocks, the flat indices [2, N] of each
-    sample's end states in the forward variables, the rows that step and skip moves read, each
-    sample's own rows [2 + S, N], the two penalties, and 0 and -inf in the compute type."""
+    """Outer-scope values the Loop body reads: the rows that step and skip moves read; the
+    penalties [2 + S, N] of the stay and skip moves and of the rows beyond each sample's own
+    lattice (0 or -inf); the lowest finite value, the exponent floor and 0 in the compute type;
+    the shape [2] of a block's emissions."""
 
-    blocks: _Blocks
-    end_cells: str
     step_rows: str
     skip_rows: str
-    own_rows: str
     stay_penalty: str
     skip_penalty: str
+    own_penalty: str
+    lowest: str
+    exp_floor: str
     zero: str
-    neg_inf: str
+    block_shape: str
 
 
-def _loop_body(ctx: _LoopInputs, compute: int) -> onnx.GraphProto:
-    """UNROLL frames of the forward recursion (spec 4.5) as one Loop iteration.
+def _loop_body(ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_penalty: bool) -> onnx.GraphProto:
+    """UNROLL steps of the forward recursion (spec 4.5) as one Loop iteration.
 
     Carried values: ``alpha`` [2 + S, N] in the compute type, the forward variables of each
-    sample minus its ``offset`` [1, N] (float64); ``captured`` [2, N] (float64), the absolute
-    forward variables of states 2L and 2L - 1 at the sample's last active frame. The three move
-    terms (stay, step from row r - 1, skip from row r - 2) are separate tensors and every
-    operator per frame is elementwise or variadic (onnxruntime's reductions over a short leading
-    axis and its float64 Exp cost several times more). After UNROLL frames the maximum over
-    each sample's own rows moves from ``alpha`` into ``offset``: the values left in the compute
-    type stay small, so float32 rounding is relative to a few frames' log-probabilities, not to
-    the whole sum. Frames after a sample's end are computed but never captured. A Loop, not a
-    Scan: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
+    sample minus its ``offset`` [1, N] (float64). Per step the three move terms are separate
+    tensors (the stay term needs no penalty when merge_repeated holds); their maximum, floored
+    at the lowest finite value, is subtracted (so a state that no move reaches gives exp(-inf) =
+    0 and stays ln 0, with no NaN); the exponents are raised to EXP_FLOOR; then ``ln sum
+    exp(term - max)`` and the emission are added. Every operator is elementwise, variadic or a
+    Gather (onnxruntime's Where and its reductions over a short leading axis cost several times
+    more). After UNROLL steps the maximum over each sample's own rows moves from ``alpha`` into
+    ``offset``: the values left in the compute type stay small, so float32 rounding is relative
+    to a few frames' log-probabilities, not to the whole sum. A Loop, not a Scan: onnxruntime's
+    Scan fails on a zero-length scan axis (T = 0).
     """
     g = GraphBuilder("step_")
-    emissions = g.Gather(ctx.blocks.emissions, "t", axis=0)
-    ends = g.Gather(ctx.blocks.ends, "t", axis=0)
-    alpha, captured = "alpha_in", "captured_in"
-    for frame in range(UNROLL):
-        at = g.i64(frame)
+    block = g.Gather(source.source, "b", axis=0)
+    if source.index is not None:
+        block = g.Reshape(g.GatherElements(block, source.index, axis=1), ctx.block_shape, allowzero=1)
+    emissions = [g.fresh("emission") for _ in range(UNROLL)]
+    g.node("Split", [block], emissions, axis=0, num_outputs=UNROLL)
+    alpha = "alpha_in"
+    for step in range(UNROLL):
         terms = [
-            g.Add(alpha, ctx.stay_penalty),
+            g.Add(alpha, ctx.stay_penalty) if stay_penalty else alpha,
             g.Gather(alpha, ctx.step_rows, axis=0),
             g.Add(g.Gather(alpha, ctx.skip_rows, axis=0), ctx.skip_penalty),
         ]
-        alpha = _logsumexp(g, terms, ctx.zero, g.Gather(emissions, at, axis=0))
-        at_end = g.Cast(_take(g, alpha, ctx.end_cells), to=DOUBLE)
-        captured = g.Where(g.Gather(ends, at, axis=0), g.Add(at_end, "offset_in"), captured)
-    own = g.Where(ctx.own_rows, alpha, ctx.neg_inf)
-    top = _finite_or(g, g.ReduceMax(own, g.i64([0]), keepdims=1), ctx.zero)
-    g.node("Sub", [alpha, top], ["alpha_out"])
-    g.node("Add", ["offset_in", g.Cast(top, to=DOUBLE)], ["offset_out"])
-    g.node("Identity", [captured], ["captured_out"])
+        top = g.Max(*terms)
+        safe = g.Clip(top, ctx.lowest)
+        total = g.Sum(*(g.Exp(g.Clip(g.Sub(term, safe), ctx.exp_floor)) for term in terms))
+        alpha = g.Sum(top, g.Log(total), emissions[step])
+    own_top = _finite_or(g, g.ReduceMax(g.Add(alpha, ctx.own_penalty), g.i64([0]), keepdims=1), ctx.zero)
+    g.node("Sub", [alpha, own_top], ["alpha_out"])
+    g.node("Add", ["offset_in", g.Cast(own_top, to=DOUBLE)], ["offset_out"])
     g.node("Identity", ["cond_in"], ["cond_out"])
     # Carried values are rank 2 with free dimensions: their sizes are those of the Loop's inputs.
-    carried = (("alpha", compute), ("offset", DOUBLE), ("captured", DOUBLE))
+    carried = (("alpha", compute), ("offset", DOUBLE))
     return helper.make_graph(
         g.nodes,
         "ctc_forward_step",
         [
-            helper.make_tensor_value_info("t", INT64, []),
+            helper.make_tensor_value_info("b", INT64, []),
             helper.make_tensor_value_info("cond_in", BOOL, []),
             *(helper.make_tensor_value_info(f"{name}_in", kind, [None, None]) for name, kind in carried),
         ],
@@ -397,42 +495,134 @@ def _loop_body(ctx: _LoopInputs, compute: int) -> onnx.GraphProto:
     )
 
 
-def _forward(g: GraphBuilder, lattice: _Lattice, blocks: _Blocks, shapes: _Shapes, compute: str) -> str:
-    """The forward Loop (4.5), with ln 0 = -inf; returns ``captured`` [2, N] (float64), the
-    forward variables of states 2L and 2L - 1 after each sample's last active frame. Before any
-    frame only state 0 (row 2) has probability 1."""
+@dataclass(frozen=True)
+class _Start:
+    """The Loop's count, its carried values before the first step and the merge flag."""
+
+    blocks: str
+    alpha: str
+    offset: str
+    merge: str
+
+
+def _loops(g: GraphBuilder, ctx: _LoopInputs, start: _Start, source: _BlockEmissions, compute: int) -> list[str]:
+    """The forward Loop over ``source``: an If on merge_repeated picks a body with or without the
+    stay penalty. Returns ``alpha`` [2 + S, N] (compute type) and ``offset`` [1, N] (float64)."""
+    branches = []
+    for stay_penalty in (False, True):
+        part = GraphBuilder(f"{g.prefix}{'stay_penalty' if stay_penalty else 'free_stays'}_")
+        outputs = [part.fresh(name) for name in ("alpha", "offset")]
+        inputs = [start.blocks, part.const(True, np.bool_), start.alpha, start.offset]
+        part.node("Loop", inputs, outputs, body=_loop_body(ctx, source, compute, stay_penalty))
+        branches.append((part, outputs))
+    return _if(g, start.merge, (branches[0], branches[1]), [(compute, [None, None]), (DOUBLE, [1, None])])
+
+
+def _forward(
+    g: GraphBuilder,
+    x: str,
+    checked: _Checked,
+    lattice: _Lattice,
+    frames: _Frames,
+    sample_ids: str,
+    shapes: _Shapes,
+    merge: str,
+    compute: str,
+) -> tuple[str, str]:
+    """Emissions (4.1, 4.5) and the forward Loop (4.5), with ln 0 = -inf. Returns [2, N] (float64)
+    the forward variables of states 2L and 2L - 1 after the last step, and [N] true for a sample
+    with an active non-finite frame. Before any step only state 0 (row 2) has probability 1.
+
+    Step p of sample n reads frame p while p < T_n; every later step is a closing step (see
+    _closing_emissions): the first moves the mass of states 2L and 2L - 1 into state 2L, the
+    others keep it, so after the last step state 2L - 1 holds ln 0 and state 2L the end mass of
+    any sample with T_n < P, while a sample with T_n = P has its end states as they are. No step
+    reads a masked frame: a sample with no frames only closes (its result is its start).
+
+    An If picks how emissions are read, by C (both ways give the same values): up to FEW_CLASSES
+    the Loop body gathers each block's emissions (_few_classes); with more they are gathered
+    before the Loop (_many_classes); with C = 0 they are zeros (_no_classes)."""
     axis0, axis1, rows = g.i64([0]), g.i64([1]), lattice.rows
+    compute_type = helper.np_dtype_to_tensor_dtype(np.dtype(compute))
     zero, neg_inf = g.const(0.0, compute), g.const(-np.inf, compute)
     first = g.Where(g.Equal(rows, g.i64(2)), zero, neg_inf)
     alpha0 = g.Expand(g.Unsqueeze(first, axis1), g.Concat(lattice.count, shapes.batch, axis=0))
-    end_rows = g.Concat(*(g.Unsqueeze(r, axis0) for r in (lattice.last_row, g.Sub(lattice.last_row, g.i64(1)))), axis=0)
+    blocks = g.Reshape(frames.blocks, g.i64([1]))
     ctx = _LoopInputs(
-        blocks=blocks,
-        end_cells=g.Add(g.Mul(end_rows, shapes.batch_size), g.Unsqueeze(blocks.sample_ids, axis0)),
         step_rows=g.Max(g.Sub(rows, g.i64(1)), g.i64(0)),
         skip_rows=g.Max(g.Sub(rows, g.i64(2)), g.i64(0)),
-        # Rows of each sample's own lattice: its offset ignores the rows beyond, so a sample's
-        # float32 arithmetic does not depend on the other targets of the batch.
-        own_rows=g.LessOrEqual(g.Unsqueeze(rows, axis1), g.Unsqueeze(lattice.last_row, axis0)),
         stay_penalty=lattice.stay_penalty,
         skip_penalty=lattice.skip_penalty,
+        # Rows of each sample's own lattice: its offset ignores the rows beyond, so a sample's
+        # float32 arithmetic does not depend on the other targets of the batch.
+        own_penalty=g.Where(
+            g.LessOrEqual(g.Unsqueeze(rows, axis1), g.Unsqueeze(lattice.last_row, axis0)), zero, neg_inf
+        ),
+        lowest=g.const(np.finfo(compute).min, compute),
+        exp_floor=g.const(EXP_FLOOR, compute),
         zero=zero,
-        neg_inf=neg_inf,
+        block_shape=g.Concat(g.Mul(lattice.count, g.i64([UNROLL])), shapes.batch, axis=0),
     )
-    offset0 = g.Expand(g.const(0.0, np.float64), g.Concat(g.i64([1]), shapes.batch, axis=0))
-    captured0 = g.Cast(_take(g, alpha0, ctx.end_cells), to=DOUBLE)
-    body = _loop_body(ctx, helper.np_dtype_to_tensor_dtype(np.dtype(compute)))
-    outputs = [g.fresh("alpha"), g.fresh("offset"), g.fresh("captured")]
-    g.node("Loop", [blocks.count, g.const(True, np.bool_), alpha0, offset0, captured0], outputs, body=body)
-    return outputs[2]
+    start = _Start(
+        frames.blocks, alpha0, g.Expand(g.const(0.0, np.float64), g.Concat(g.i64([1]), shapes.batch, axis=0)), merge
+    )
+    x_rows = g.Reshape(x, g.Concat(g.Mul(shapes.frames, shapes.batch), shapes.classes, axis=0), allowzero=1)
+    classes = g.Transpose(lattice.classes, perm=[1, 0])
+    blank = g.Sub(shapes.class_count, g.i64(1))
+    inputs = _EmissionInputs(x, x_rows, frames, checked.active, classes, lattice.count, blank, shapes, compute_type)
+    # The emission If gives the values of both ways, the unused one empty; the Loops come after it
+    # and read only values of this graph: onnxruntime replaces an If whose condition it can fold
+    # (fixed dimensions) by its branch and renames that branch's values, but not the names a Loop
+    # body nested in the branch reads.
+    dtype = helper.tensor_dtype_to_np_dtype(compute_type)
+    few, source, few_nonfinite = _few_classes(inputs)
+    assert source.index is not None
+    index = source.index
+    few_outputs = [
+        source.source,
+        index,
+        few.Expand(few.const(np.zeros((0, 0, 0), dtype), dtype), few.i64([0, 0, 0])),
+        few_nonfinite,
+    ]
+    other = GraphBuilder("other_classes_")
+    kinds = [(compute_type, [None, None, None]), (BOOL, [None])]
+    is_none = other.Squeeze(other.Equal(shapes.classes, other.i64([0])), other.i64([0]))
+    emissions, other_nonfinite = _if(other, is_none, (_no_classes(inputs), _many_classes(inputs)), kinds)
+    in_blocks = other.Reshape(emissions, other.Concat(blocks, ctx.block_shape, axis=0), allowzero=1)
+    other_outputs = [
+        other.Expand(other.const(np.zeros((0, 0, 0, 0), dtype), dtype), other.i64([0, 0, 0, 0])),
+        other.Expand(other.const(np.zeros((0, 0, 0), np.int32), np.int32), other.i64([0, 0, 0])),
+        in_blocks,
+        other_nonfinite,
+    ]
+    is_few = g.And(
+        g.Squeeze(g.LessOrEqual(shapes.classes, g.i64([FEW_CLASSES])), axis0),
+        g.Squeeze(g.Greater(shapes.classes, g.i64([0])), axis0),
+    )
+    kinds = [
+        (compute_type, [None, None, None, None]),
+        (TensorProto.INT32, [None, None, None]),
+        (compute_type, [None, None, None]),
+        (BOOL, [None]),
+    ]
+    by_class, index, blocked, nonfinite = _if(g, is_few, ((few, few_outputs), (other, other_outputs)), kinds)
+    loop_branches = []
+    for way, way_source in (("few", _BlockEmissions(by_class, index)), ("many", _BlockEmissions(blocked))):
+        part = GraphBuilder(f"{way}_classes_loop_")
+        loop_branches.append((part, _loops(part, ctx, start, way_source, compute_type)))
+    loop_kinds: list[tuple[Any, list[Any]]] = [(compute_type, [None, None]), (DOUBLE, [1, None])]
+    alpha, offset = _if(g, is_few, (loop_branches[0], loop_branches[1]), loop_kinds)
+    end_rows = g.Concat(*(g.Unsqueeze(r, axis0) for r in (lattice.last_row, g.Sub(lattice.last_row, g.i64(1)))), axis=0)
+    at_end = g.Cast(_take(g, alpha, g.Add(g.Mul(end_rows, shapes.batch_size), sample_ids)), to=DOUBLE)
+    return g.Add(at_end, offset), nonfinite
 
 
-def _read_out(g: GraphBuilder, captured: str, blocks: _Blocks, shapes: _Shapes, nan_samples: str) -> str:
+def _read_out(g: GraphBuilder, captured: str, sample_ids: str, shapes: _Shapes, nan_samples: str) -> str:
     """Read-out (4.3, 4.4, 11.5): -ln of the mass on states 2L and 2L-1, NaN for ``nan_samples``
     [N]. The loss is 0 - ln(mass), not Neg: a zero loss (T = 0, C = 1) is then +0.0, never -0.0
     (onnxruntime's optimizer drops an ``x + 0``, so adding +0.0 after Neg would not do)."""
     zero = g.const(0.0, np.float64)
-    ends_at = [_take(g, captured, g.Add(g.Mul(g.i64(row), shapes.batch_size), blocks.sample_ids)) for row in (0, 1)]
+    ends_at = [_take(g, captured, g.Add(g.Mul(g.i64(row), shapes.batch_size), sample_ids)) for row in (0, 1)]
     loss = g.Sub(zero, _logsumexp(g, ends_at, zero))
     return g.Where(nan_samples, g.const(np.nan, np.float64), loss)
 
@@ -447,17 +637,19 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     spec = form("time_major")
     x, mask, labels = spec.input_names
     g = GraphBuilder()
-    compute_type = helper.np_dtype_to_tensor_dtype(np.dtype(compute))
     shapes = _Shapes.of(g, x)
     blank = g.Sub(shapes.class_count, g.i64(1))
     checked = _checks(g, mask, labels, shapes)
-    frames = _frames(g, x, checked.active, compute_type)
     targets, lengths = _targets(g, checked.labels, blank, g.attribute("preprocess_collapse_repeated"))
-    lattice = _lattice(g, targets, lengths, blank, g.attribute("merge_repeated"), compute)
-    blocks = _blocks(g, frames, lattice, lengths, shapes, compute_type)
-    captured = _forward(g, lattice, blocks, shapes, compute)
-    nan_samples = g.Or(checked.faults, g.Greater(frames.nonfinite_count, g.i64(0)))
-    g.node("CastLike", [_read_out(g, captured, blocks, shapes, nan_samples), x], [spec.output_name])
+    merge = g.attribute("merge_repeated")
+    lattice = _lattice(g, targets, lengths, blank, merge, compute)
+    # 0 .. N-1 from a sum over no frame of ``inputs`` (not a Range), so shape inference keeps N.
+    no_frame = g.ReduceSum(g.Slice(x, g.i64([0]), g.i64([0]), g.i64([0])), g.i64([0, 2]), keepdims=0)
+    sample_ids = g.Sub(g.CumSum(g.Add(g.Cast(no_frame, to=INT64), g.i64(1)), g.i64(0)), g.i64(1))
+    frames = _frames(g, checked.active, shapes, sample_ids)
+    captured, nonfinite = _forward(g, x, checked, lattice, frames, sample_ids, shapes, merge, compute)
+    nan_samples = g.Or(checked.faults, nonfinite)
+    g.node("CastLike", [_read_out(g, captured, sample_ids, shapes, nan_samples), x], [spec.output_name])
     return helper.make_function(
         DOMAIN,
         OP_TYPE,

@@ -1,0 +1,304 @@
+"""Time the float32 ONNX export in onnxruntime against the float32 peers, in one process, and
+measure its peak memory; optionally profile the export with onnxruntime's profiler.
+
+Shapes: warp-ctc's, T = 150, N = 64, (L = 40, C = 28) and (L = 20, C = 5000) (``reference_speed.case``).
+Every runtime runs with the same thread count (``--threads``, default 2): onnxruntime through
+``ctcop.onnx.session_options``, PyTorch ``set_num_threads``, TensorFlow's intra-op pool,
+OpenVINO ``INFERENCE_NUM_THREADS``, JAX/XLA through ``XLA_FLAGS`` (set before JAX loads).
+Peers: PyTorch ``log_softmax`` + ``F.ctc_loss`` (float32 forward, no grad), optax ``ctc_loss``
+(jitted), ``tf.nn.ctc_loss`` (sparse labels, in a ``tf.function``), OpenVINO's native CTCLoss-4
+(inputs already laid out). Each is warmed up and timed in a block of calls; the blocks take
+turns over several passes, and the table shows the range of the passes' medians.
+
+Memory (``--memory``): a fresh child process per (shape, options) builds its inputs and the
+session and runs one warm-up call, then resets the kernel's RSS high-water mark (writing 5 to
+/proc/self/clear_refs) and reads VmRSS; after three more calls it reads VmHWM. The peak
+(VmHWM - VmRSS before) over the logits' bytes is what a call needs in steady state, beyond the
+inputs and what the session already holds. The child also reports the first call's peak over
+the RSS before it (arena growth included).
+
+Run: python benchmarks/onnx_profile.py [--repeat 21] [--peers torch,optax,tf,openvino]
+     [--memory] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+SHAPES = ((40, 28), (20, 5000))
+FRAMES, BATCH = 150, 64
+
+
+def case(frames: int, batch: int, length: int, classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The benchmark's inputs (as ``benchmarks/reference_speed.py``): every target non-empty."""
+    rng = np.random.default_rng(0)
+    inputs = rng.normal(size=(frames, batch, classes)).astype(np.float32)
+    mask = np.ones((frames, batch), dtype=np.int32)
+    labels = np.full((batch, frames), -1, dtype=np.int64)
+    labels[:, :length] = rng.integers(0, classes - 1, size=(batch, length))
+    return inputs, mask, labels
+
+
+def _released(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Batch-major logits, frame counts, pad-free targets and their lengths."""
+    frames = mask.sum(axis=0).astype(np.int64)
+    lengths = (labels >= 0).sum(axis=1).astype(np.int64)
+    targets = np.zeros_like(labels)
+    for n, row in enumerate(labels):
+        kept = row[row >= 0]
+        targets[n, : kept.size] = kept
+    return np.ascontiguousarray(inputs.transpose(1, 0, 2)), frames, targets, lengths
+
+
+def ort_runner(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, threads: int, **kw: Any) -> Callable[[], Any]:
+    import onnxruntime
+
+    from ctcop.onnx import onnx_model, session_options
+
+    model = onnx_model(dtype="float32", dims=("T", "N", inputs.shape[2]))
+    options = session_options(threads=threads, **kw)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feeds = {"inputs": inputs, "sequence_mask": mask, "labels": labels}
+    return lambda: session.run(None, feeds)[0]
+
+
+def torch_runner(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, threads: int) -> Callable[[], Any]:
+    import torch
+
+    torch.set_num_threads(threads)
+    _, frames, targets, lengths = _released(inputs, mask, labels)
+    x = torch.from_numpy(inputs)
+    t_frames, t_targets, t_lengths = (torch.from_numpy(a) for a in (frames, targets, lengths))
+    blank = inputs.shape[2] - 1
+
+    def run() -> Any:
+        with torch.no_grad():
+            logp = torch.log_softmax(x, dim=2)
+            return torch.nn.functional.ctc_loss(
+                logp, t_targets, t_frames, t_lengths, blank=blank, reduction="none", zero_infinity=False
+            ).numpy()
+
+    return run
+
+
+def optax_runner(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, threads: int) -> Callable[[], Any]:
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    logits, frames, targets, lengths = _released(inputs, mask, labels)
+    t_steps = logits.shape[1]
+    logit_pad = (np.arange(t_steps)[None, :] >= frames[:, None]).astype(np.float32)
+    label_pad = (np.arange(targets.shape[1])[None, :] >= lengths[:, None]).astype(np.float32)
+    blank = inputs.shape[2] - 1
+    fn = jax.jit(lambda a, b, c, d: optax.ctc_loss(a, b, c, d, blank_id=blank))
+    args = [jnp.asarray(a) for a in (logits, logit_pad, targets.astype(np.int32), label_pad)]
+    return lambda: fn(*args).block_until_ready()
+
+
+def tf_runner(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, threads: int) -> Callable[[], Any]:
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        pass  # already initialised by the first shape
+    _, frames, targets, lengths = _released(inputs, mask, labels)
+    indices = [(n, i) for n in range(targets.shape[0]) for i in range(lengths[n])]
+    values = [targets[n, i] for n, i in indices]
+    sparse = tf.SparseTensor(np.array(indices, np.int64), np.array(values, np.int32), targets.shape)
+    x = tf.constant(inputs)
+    t_frames = tf.constant(frames.astype(np.int32))
+    fn = tf.function(
+        lambda: tf.nn.ctc_loss(sparse, x, None, t_frames, logits_time_major=True, blank_index=inputs.shape[2] - 1)
+    )
+    return lambda: fn().numpy()
+
+
+def openvino_runner(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, threads: int) -> Callable[[], Any]:
+    import openvino
+    import openvino.opset4 as opset4
+
+    logits, frames, targets, lengths = _released(inputs, mask, labels)
+    params = [
+        opset4.parameter([-1, -1, -1], np.float32),
+        opset4.parameter([-1], np.int64),
+        opset4.parameter([-1, -1], np.int64),
+        opset4.parameter([-1], np.int64),
+        opset4.parameter([], np.int64),
+    ]
+    model = openvino.Model([opset4.ctc_loss(*params)], params)
+    compiled = openvino.Core().compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads})
+    request = compiled.create_infer_request()
+    feeds = [logits, frames, targets, lengths, np.array(inputs.shape[2] - 1, np.int64)]
+    return lambda: request.infer(feeds)
+
+
+PEERS: dict[str, Callable[..., Callable[[], Any]]] = {
+    "torch": torch_runner,
+    "optax": optax_runner,
+    "tf": tf_runner,
+    "openvino": openvino_runner,
+}
+
+
+def timings(runners: dict[str, Callable[[], Any]], repeat: int, passes: int, warmup: int = 3) -> dict[str, list[float]]:
+    """Per runner, ``passes`` medians of ``repeat`` calls (seconds). Each runner is timed in a block
+    after ``warmup`` calls (interleaving single calls lets one runtime's spinning pool threads
+    slow the next), and the blocks take turns over the passes."""
+    medians: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(passes):
+        for name, run in runners.items():
+            for _ in range(warmup):
+                run()
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - start)
+            medians[name].append(statistics.median(times))
+    return medians
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(field)
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
+def memory_child(length: int, classes: int, threads: int, arena: bool) -> dict[str, float]:
+    """In this (fresh) process: peak RSS of the first call and of later calls over the logits' bytes."""
+    inputs, mask, labels = case(FRAMES, BATCH, length, classes)
+    run = ort_runner(inputs, mask, labels, threads, arena=arena)
+    _reset_peak()
+    before = _status("VmRSS")
+    run()
+    first = _status("VmHWM") - before
+    _reset_peak()
+    before = _status("VmRSS")
+    for _ in range(3):
+        run()
+    later = _status("VmHWM") - before
+    return {"first": first / inputs.nbytes, "later": later / inputs.nbytes, "logits_mb": inputs.nbytes / 2**20}
+
+
+def memory(threads: int) -> None:
+    print("peak RSS over the logits' bytes (fresh process each; first call / later calls)")
+    for length, classes in SHAPES:
+        for arena in (True, False):
+            code = (
+                "import json, sys; sys.path.insert(0, 'benchmarks'); import onnx_profile as p; "
+                f"print(json.dumps(p.memory_child({length}, {classes}, {threads}, {arena})))"
+            )
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            result = json.loads(out.strip().splitlines()[-1])
+            print(
+                f"  C={classes:>5} arena={'on ' if arena else 'off'}: first {result['first']:.2f}x, "
+                f"later {result['later']:.2f}x (logits {result['logits_mb']:.1f} MiB)"
+            )
+
+
+def profile(folder: str, threads: int) -> None:
+    """onnxruntime's profile of a few calls per shape, summarised by operator type (inside the Loop
+    body too: onnxruntime reports the subgraph's nodes with their own names)."""
+    import onnxruntime
+
+    from ctcop.onnx import onnx_model, session_options
+
+    for length, classes in SHAPES:
+        inputs, mask, labels = case(FRAMES, BATCH, length, classes)
+        options = session_options(threads=threads)
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(folder, f"ort_C{classes}")
+        model = onnx_model(dtype="float32", dims=("T", "N", classes))
+        session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        feeds = {"inputs": inputs, "sequence_mask": mask, "labels": labels}
+        calls = 5
+        for _ in range(calls + 2):
+            session.run(None, feeds)
+        path = session.end_profiling()
+        with open(path) as file:
+            events = json.load(file)
+        per_op: dict[tuple[str, str], list[float]] = {}
+        runs = [e for e in events if e.get("name") == "model_run"]
+        for event in events:
+            if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+                continue
+            name = event["name"][: -len("_kernel_time")]
+            op = event.get("args", {}).get("op_name", "?")
+            per_op.setdefault((op, name), []).append(event["dur"])
+        total_run = statistics.median(e["dur"] for e in runs[2:]) if len(runs) > 2 else float("nan")
+        print(f"C={classes}: model_run median {total_run / 1e3:.2f} ms (profiled); per call, by node:")
+        rows = sorted(per_op.items(), key=lambda kv: -sum(kv[1]))
+        by_type: dict[str, float] = {}
+        count_type: dict[str, int] = {}
+        for (op, _), durs in rows:
+            by_type[op] = by_type.get(op, 0.0) + sum(durs) / (calls + 2)
+            count_type[op] = count_type.get(op, 0) + len(durs) // (calls + 2)
+        for (op, name), durs in rows[:25]:
+            print(f"  {sum(durs) / (calls + 2) / 1e3:8.3f} ms  {len(durs) // (calls + 2):5d}x  {op:<16} {name}")
+        print("  by operator type:")
+        for op, total in sorted(by_type.items(), key=lambda kv: -kv[1])[:20]:
+            print(f"  {total / 1e3:8.3f} ms  {count_type[op]:6d} calls  {op}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--peers", default="torch,optax,tf,openvino")
+    parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--profile", metavar="DIR")
+    parser.add_argument("--shapes", default="28,5000", help="which C of the two shapes to time")
+    args = parser.parse_args()
+    os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={args.threads}")
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
+        profile(args.profile, args.threads)
+        return
+    if args.memory:
+        memory(args.threads)
+        return
+    peers = [name for name in args.peers.split(",") if name]
+    wanted = {int(c) for c in args.shapes.split(",")}
+    runs = f"ranges of {args.passes} medians of {args.repeat} calls"
+    print(f"T={FRAMES}, N={BATCH}, float32, {args.threads} threads, {runs}, ms")
+    for length, classes in SHAPES:
+        if classes not in wanted:
+            continue
+        inputs, mask, labels = case(FRAMES, BATCH, length, classes)
+        runners = {"export/ort": ort_runner(inputs, mask, labels, args.threads)}
+        runners.update({name: PEERS[name](inputs, mask, labels, args.threads) for name in peers})
+        medians = timings(runners, args.repeat, args.passes)
+        fastest = min((min(medians[name]) for name in peers), default=float("nan"))
+        cells = "  ".join(f"{name} {_range(values)}" for name, values in medians.items())
+        ratio = statistics.median(medians["export/ort"]) / fastest
+        print(f"L={length:>2} C={classes:>4}: {cells}  | export median / fastest peer's best {ratio:.2f}")
+
+
+def _range(values: list[float]) -> str:
+    low, high = min(values) * 1e3, max(values) * 1e3
+    return f"{low:.1f}-{high:.1f}"
+
+
+if __name__ == "__main__":
+    main()
