@@ -234,6 +234,7 @@ def _forward_pass(
     classes: np.ndarray,
     moves: np.ndarray,
     scratch: np.ndarray,
+    work: np.ndarray,
     checkpoints: np.ndarray,
     alphas: np.ndarray,
     normalising: np.ndarray,
@@ -244,12 +245,12 @@ def _forward_pass(
     ``checkpoints[k]``, where the segment is ``ceil(frames / len(checkpoints))``, and those after
     each frame of the last segment in ``alphas`` (when it has rows), which the backward sweep
     then need not recompute. ``classes`` and ``moves`` come from :func:`lattice`; ``scratch`` is
-    work space of four rows of at least S + 2 and one of at least C."""
+    work space of four rows of at least S + 2, ``work`` of C."""
     states = classes.shape[0]
     segment = -(-frames // max(1, checkpoints.shape[0]))
     last_first = (checkpoints.shape[0] - 1) * segment
     alpha, following, scaled = scratch[0, : states + 2], scratch[1, : states + 2], scratch[2, : states + 2]
-    emission, work = scratch[3, :states], scratch[4, : logits.shape[2]]
+    emission = scratch[3, :states]
     _fill(alpha, 0, states + 2, NEG_INF)
     alpha[2] = 0.0  # the virtual start before frame 0 counts as state 0
     _fill(following, 0, states + 2, NEG_INF)
@@ -312,6 +313,7 @@ def _backward_sweep(
     classes: np.ndarray,
     moves: np.ndarray,
     scratch: np.ndarray,
+    work: np.ndarray,
     checkpoints: np.ndarray,
     alphas: np.ndarray,
     normalising: np.ndarray,
@@ -320,12 +322,12 @@ def _backward_sweep(
     """The gradient of one sample's loss, segment by segment from the last: each segment's
     forward variables (the last one's already in ``alphas``) recomputed from its checkpoint,
     then the backward variables over it from the frame after it, and each frame's row of the
-    gradient (:func:`_gradient_row`). ``scratch`` is as for :func:`_forward_pass`, with seven rows."""
+    gradient (:func:`_gradient_row`). ``scratch`` and ``work`` are as for :func:`_forward_pass`, with six rows."""
     states = classes.shape[0]
     segment = alphas.shape[0]
     beta, ahead, scaled = scratch[0, : states + 2], scratch[1, : states + 2], scratch[2, : states + 2]
-    emission, later, occupancy = scratch[3, :states], scratch[5, :states], scratch[6, :states]
-    work, tops, log_sums = scratch[4, : logits.shape[2]], normalising[0], normalising[1]
+    emission, later, occupancy = scratch[3, :states], scratch[4, :states], scratch[5, :states]
+    tops, log_sums = normalising[0], normalising[1]
     _fill(beta, 0, states + 2, NEG_INF)  # at frame t, states [0, S), two trailing pads
     beta[states - 1] = 0.0
     if states > 1:
@@ -380,7 +382,7 @@ def batch_loglik(
     ``batch_major``; ``targets[i, :target_lengths[i]]`` is sample i's target."""
     frames, width = _block_sizes(lengths, target_lengths, first, last)
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
-    scratch = np.empty((5, max(width, logits.shape[2])))
+    scratch, work = np.empty((4, width)), np.empty(logits.shape[2])
     checkpoints, normalising = np.empty((1, width)), np.empty((2, frames))
     for i in range(first, last):
         states = lattice(targets[i, : target_lengths[i]], blank, merge_repeated, classes, moves)
@@ -392,6 +394,7 @@ def batch_loglik(
             classes[:states],
             moves,
             scratch,
+            work,
             checkpoints,
             checkpoints[:0],
             normalising,
@@ -419,7 +422,7 @@ def batch_grad(
     frames."""
     most_frames, width = _block_sizes(lengths, target_lengths, first, last)
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
-    scratch = np.empty((7, max(width, logits.shape[2])))
+    scratch, work = np.empty((6, width)), np.empty(logits.shape[2])
     normalising = np.empty((2, most_frames))
     for i in range(first, last):
         frames = lengths[i]
@@ -427,7 +430,7 @@ def batch_grad(
         count = -(-frames // segments[i])
         checkpoints = np.empty((count, states + 2))
         alphas = np.empty((-(-frames // max(1, count)), states + 2))
-        arrays = (classes[:states], moves, scratch, checkpoints, alphas, normalising)
+        arrays = (classes[:states], moves, scratch, work, checkpoints, alphas, normalising)
         out[i] = _forward_pass(logits, batch_major, i, frames, *arrays)
         if math.isnan(out[i]):
             for t in range(frames):

@@ -103,12 +103,12 @@ def _run_blocks(samples: int, block: Callable[[int, int], None]) -> None:
 
 
 def _kernel_logits(batch: CanonicalBatch) -> np.ndarray:
-    """The logits as the kernels read them: C-contiguous float32 or float64 (exact copies of
-    float16 and bfloat16, which numba cannot compute with)."""
-    logits = batch.logits
-    if logits.dtype not in (np.float32, np.float64):
-        logits = logits.astype(np.float32)
-    return np.ascontiguousarray(logits)
+    """The logits as the kernels read them: C-contiguous float32 or float64 in the machine's byte
+    order (copied only when they are not; float16 and bfloat16, which numba cannot compute with,
+    are copied to float32, which holds them exactly)."""
+    dtype = batch.logits.dtype
+    native = dtype.newbyteorder("=") if dtype.kind == "f" and dtype.itemsize in (4, 8) else np.dtype(np.float32)
+    return np.ascontiguousarray(batch.logits, dtype=native)
 
 
 def log_likelihood(batch: CanonicalBatch) -> FloatArray:
@@ -151,8 +151,8 @@ def log_likelihood_and_grad(batch: CanonicalBatch) -> tuple[FloatArray, np.ndarr
     float64 and rounded once to the logits' type.
     """
     logits = _kernel_logits(batch)
-    direct = batch.logits.dtype in (np.float32, np.float64)
-    grad = np.zeros(logits.shape, dtype=batch.logits.dtype if direct else np.float64)
+    direct = batch.logits.dtype == logits.dtype
+    grad = np.zeros(logits.shape, dtype=logits.dtype if direct else np.float64)
     out = np.empty(batch.batch_size)
     segments = segment_lengths(batch)
 
