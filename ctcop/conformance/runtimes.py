@@ -175,12 +175,9 @@ ONNXRUNTIME_THREADS = 1
 def _ort_session(key: Key | ReleasedKey) -> Any:
     import onnxruntime
 
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    if ONNXRUNTIME_THREADS:
-        options.intra_op_num_threads = ONNXRUNTIME_THREADS
-        options.inter_op_num_threads = ONNXRUNTIME_THREADS
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    from ..onnx import session_options
+
+    options = session_options(ONNXRUNTIME_THREADS, spinning=not ONNXRUNTIME_THREADS)
     return onnxruntime.InferenceSession(_model_bytes(key), options, providers=["CPUExecutionProvider"])
 
 

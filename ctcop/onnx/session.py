@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 
-def session_options(threads: int = 0, *, arena: bool = False, spinning: bool = True) -> Any:
-    """``onnxruntime.SessionOptions`` for running ctcop's exports.
+def session_options(threads: int = 0, *, spinning: bool = True, arena: bool = True) -> Any:
+    """``onnxruntime.SessionOptions`` for running ctcop's exports: onnxruntime's defaults except
+    the thread count, with warnings and below not logged.
 
-    ``threads``: intra-op threads (0: onnxruntime's default, one per core). ``arena``: onnxruntime's
-    CPU memory arena; off by default, so a call's peak memory stays near twice the logits' bytes
-    instead of growing the arena by several times that. ``spinning``: whether idle pool threads
-    spin (faster when the cores are free; turn it off when other processes share them).
+    ``threads``: intra-op threads (0: onnxruntime's default, one per core); one inter-op thread.
+    ``spinning``: whether idle pool threads spin waiting for work (faster when the cores are
+    free; turn it off when other processes share them). ``arena``: onnxruntime's CPU memory
+    arena, on by default: the export never makes a tensor of the logits' size (with more than
+    32 classes the frame terms are computed a cache-sized chunk of frames at a time), so its
+    peak memory stays a small fraction of the logits' bytes either way, and the arena is faster.
     """
     import onnxruntime
 

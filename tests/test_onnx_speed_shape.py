@@ -1,0 +1,153 @@
+"""The shape of the ONNX function that its speed in onnxruntime rests on (spec 11.2), its accuracy
+where that shape matters, and its peak memory. No timings: those are in benchmarks/onnx_profile.py."""
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+
+import ctcop
+from ctcop.conformance.runtimes import RUNTIMES
+from ctcop.onnx import function, onnx_model
+
+# Per step of the recursion: two Gathers, Add (skip penalty), Max, Clip, three Sub/Clip/Exp, Sum,
+# Log, Sum; one more Add where the stay penalty applies.
+OPS_PER_STEP = 17
+
+
+def _graphs(graph: onnx.GraphProto | onnx.FunctionProto) -> list[onnx.GraphProto]:
+    """Every subgraph under ``graph``, depth first."""
+    found = []
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                found += [attribute.g, *_graphs(attribute.g)]
+    return found
+
+
+def _forward_bodies() -> list[onnx.GraphProto]:
+    (loss_function,) = onnx_model(dims=("T", "N", "C")).functions
+    return [g for g in _graphs(loss_function) if g.name == "ctc_forward_step"]
+
+
+def test_the_forward_body_is_a_short_run_of_cheap_operators() -> None:
+    bodies = _forward_bodies()
+    # With and without the stay penalty, for each way of reading emissions (few / many classes).
+    assert len(bodies) == 4
+    for body in bodies:
+        ops = Counter(node.op_type for node in body.node)
+        assert ops["Log"] == ops["Sum"] // 2 == function.UNROLL
+        assert ops["Exp"] == 3 * function.UNROLL
+        per_step = OPS_PER_STEP + (ops["Add"] > 2 * function.UNROLL)
+        # The rest is per block: the block's emissions, the offset update, the loop condition.
+        assert len(body.node) - ops["Constant"] <= per_step * function.UNROLL + 16
+        # No reduction or Where per step (onnxruntime's cost several simple operators): one
+        # ReduceMax and one Where per block, for the offset.
+        assert ops["ReduceMax"] == ops["Where"] == 1
+        assert not {"Concat", "Transpose", "ScatterElements", "ReduceSum", "ReduceLogSumExp"} & set(ops)
+
+
+def test_every_exponent_in_the_recursion_is_raised_to_the_floor() -> None:
+    # onnxruntime's float32 Exp takes about seven times longer on an element whose result is
+    # subnormal or zero, exp(-inf) included; the floor makes every result normal.
+    for body in _forward_bodies():
+        producers = {output: node for node in body.node for output in node.output}
+        for node in body.node:
+            if node.op_type == "Exp":
+                assert producers[node.input[0]].op_type == "Clip"
+
+
+def _case(frames: int, batch: int, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    inputs = (rng.normal(size=(frames, batch, classes)) * 3.0).astype(np.float32)
+    lengths = rng.integers(0, frames + 1, size=batch)
+    lengths[0] = frames
+    mask = (np.arange(frames)[:, None] < lengths[None, :]).astype(np.int32)
+    labels = np.full((batch, frames), -1, np.int64)
+    for n, length in enumerate(lengths):
+        target = int(rng.integers(0, max(length // 3, 1) + 1)) if classes > 1 else 0
+        labels[n, :target] = rng.integers(0, max(classes - 1, 1), size=target)
+    # Masked frames are never read: NaN there changes nothing.
+    inputs[mask == 0] = np.nan
+    return inputs, mask, labels
+
+
+@pytest.mark.parametrize(
+    ("frames", "batch", "classes"),
+    [
+        (2000, 8, 300),  # frame terms in 19 chunks of 109 frames, the last one short
+        (33, 3, 2000),  # 43 frames to a chunk: one chunk holds every frame
+        (37, 40, 7000),  # a chunk of one frame (more values per frame than CHUNK)
+        (41, 5, 32),  # the most classes read by GatherElements
+        (41, 5, 33),  # the fewest read by the Gather of the flat logits
+        (10, 4, 1),  # blank only
+        (20, 6, 5),  # a multiple of UNROLL: samples end at the last step, no closing step
+    ],
+)
+def test_chunks_and_closing_steps_match_the_reference(frames: int, batch: int, classes: int) -> None:
+    inputs, mask, labels = _case(frames, batch, classes, seed=frames * classes)
+    expected = ctcop.ctc_loss(inputs, mask, labels)
+    got = RUNTIMES["onnxruntime"](inputs, mask, labels)
+    np.testing.assert_allclose(got, expected, rtol=2e-6, atol=1e-5)
+
+
+def test_float32_export_stays_accurate_over_2000_frames_with_few_classes() -> None:
+    # The float32 recursion relative to a float64 offset per sample and block of UNROLL steps
+    # (spec 11.2); 6e-8 relative measured (the README's bar is 1.1e-6).
+    frames, batch, classes = 2000, 4, 28
+    rng = np.random.default_rng(2000)
+    inputs = (rng.normal(size=(frames, batch, classes)) * 3.0).astype(np.float32)
+    lengths = np.array([frames, frames - 3, frames // 2, 1234])
+    mask = (np.arange(frames)[:, None] < lengths[None, :]).astype(np.int32)
+    labels = np.full((batch, frames), -1, np.int64)
+    labels[:, :400] = rng.integers(0, classes - 1, size=(batch, 400))
+    expected = ctcop.ctc_loss(inputs.astype(np.float64), mask, labels)
+    got = RUNTIMES["onnxruntime"](inputs, mask, labels).astype(np.float64)
+    assert np.isfinite(expected).all() and expected.min() > 1000.0
+    np.testing.assert_allclose(got, expected, rtol=1.1e-6, atol=0)
+
+
+PEAK = """
+import json, sys
+import numpy as np
+import onnxruntime
+from ctcop.onnx import onnx_model, session_options
+
+def status(field):
+    with open("/proc/self/status") as lines:
+        return next(int(line.split()[1]) * 1024 for line in lines if line.startswith(field + ":"))
+
+frames, batch, classes, arena = json.loads(sys.argv[1])
+rng = np.random.default_rng(0)
+inputs = rng.normal(size=(frames, batch, classes)).astype(np.float32)
+mask = np.ones((frames, batch), np.int32)
+labels = rng.integers(0, classes - 1, size=(batch, frames)).astype(np.int64)
+labels[:, 20:] = -1
+model = onnx_model(dims=("T", "N", classes)).SerializeToString()
+session = onnxruntime.InferenceSession(model, session_options(2, arena=arena), providers=["CPUExecutionProvider"])
+feeds = {"inputs": inputs, "sequence_mask": mask, "labels": labels}
+session.run(None, feeds)
+with open("/proc/self/clear_refs", "w") as refs:
+    refs.write("5")
+before = status("VmRSS")
+for _ in range(2):
+    session.run(None, feeds)
+print(json.dumps((status("VmHWM") - before) / inputs.nbytes))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux's RSS high-water mark reset")
+@pytest.mark.parametrize("arena", [True, False])
+def test_peak_memory_is_a_small_fraction_of_the_logits(arena: bool) -> None:
+    # No tensor of the logits' size: with more than 32 classes the frame terms are computed a
+    # cache-sized chunk of frames at a time (the export once took 2x the logits' bytes without
+    # onnxruntime's arena and 4.2x with it). Measured in a fresh process: the RSS high-water mark
+    # of two calls after a first one, over the logits' bytes (0.05x measured).
+    argument = json.dumps([150, 16, 5000, arena])
+    run = subprocess.run([sys.executable, "-c", PEAK, argument], capture_output=True, text=True, check=True)
+    assert json.loads(run.stdout.strip().splitlines()[-1]) < 0.5
