@@ -38,19 +38,20 @@ SEGMENT_ELEMENTS = 1 << 20
 # Samples handed to a thread at a time: enough blocks per thread to even out unequal lengths.
 BLOCKS_PER_THREAD = 4
 
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()  # held only to read or replace the two values below, never while computing
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (its thread count, the pool)
 _threads: int | None = None
 
 
-def _forget_pool() -> None:
-    """In a forked child the parent's pool threads do not exist: start a new pool when needed."""
-    global _pool
-    _pool = None
+def _after_fork_in_child() -> None:
+    """In a forked child the parent's pool threads do not exist and the lock may have been held by
+    a thread that does not exist either: start both anew."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _default_threads() -> int:
@@ -71,8 +72,8 @@ def set_num_threads(threads: int) -> None:
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidInputError("threads", f"must be a positive integer, got {threads!r}")
     with _pool_lock:
-        if _pool is not None:
-            _pool.shutdown()
+        # The old pool is not shut down: a call running on it finishes there, and its threads end
+        # when the last call lets go of it.
         _pool, _threads = None, threads
 
 
@@ -92,12 +93,12 @@ def _run_blocks(samples: int, block: Callable[[int, int], None]) -> None:
     if threads == 1 or samples <= 1:
         block(0, samples)
         return
+    with _pool_lock:
+        if _pool is None or _pool[0] != threads:
+            _pool = (threads, ThreadPoolExecutor(threads, thread_name_prefix="ctcop"))
+        pool = _pool[1]
     count = min(samples, threads * BLOCKS_PER_THREAD)
     edges = [samples * k // count for k in range(count + 1)]
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(threads, thread_name_prefix="ctcop")
-        pool = _pool
     for future in [pool.submit(block, first, last) for first, last in itertools.pairwise(edges)]:
         future.result()
 
