@@ -68,7 +68,10 @@ def frame_normaliser(row: np.ndarray, work: np.ndarray) -> tuple[float, float]:
     centred value first, so that adding a constant to a frame changes no bit. ``work`` holds C
     float64.
 
-    The maximum and the sum run over eight interleaved lanes held in scalars (numba's arrays live
+    The largest logits contribute exactly 1 each and are counted apart: the sum is ``log1p`` of the
+    others, so a nearly certain frame keeps its tiny log-probabilities to full relative accuracy
+    (logits [-40, 0] give ln p = -4.25e-18, not 0). The maximum and the sum run over eight
+    interleaved lanes held in scalars (numba's arrays live
     in memory, and LLVM widens no floating-point reduction without fast-math), combined in a fixed
     order: the same bits on every CPU."""
     n = row.shape[0]
@@ -87,8 +90,11 @@ def frame_normaliser(row: np.ndarray, work: np.ndarray) -> tuple[float, float]:
         bad += 0 if abs(row[c]) < math.inf else 1
     if bad > 0:
         return math.nan, math.nan
+    tops = 0  # the terms exp(0) = 1 are counted apart, so that ln(1 + rest) is formed as log1p(rest)
     for c in range(n):
-        work[c] = exp_nonpositive(np.float64(row[c]) - top)
+        centred = np.float64(row[c]) - top
+        tops += 1 if centred == 0.0 else 0
+        work[c] = exp_nonpositive(centred) if centred < 0.0 else 0.0
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
     for c in range(0, blocks, 8):
         s0, s1, s2, s3 = s0 + work[c], s1 + work[c + 1], s2 + work[c + 2], s3 + work[c + 3]
@@ -96,7 +102,7 @@ def frame_normaliser(row: np.ndarray, work: np.ndarray) -> tuple[float, float]:
     total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
     for c in range(blocks, n):
         total += work[c]
-    return top, math.log(total)
+    return top, math.log1p(total + (tops - 1))
 
 
 # -- the lattice of one sample ------------------------------------------------------------------
@@ -133,11 +139,31 @@ def _frame_top(values: np.ndarray, start: int, stop: int) -> float:
 
 @compiled
 def _log_sum3(a0: float, a1: float, a2: float) -> float:
-    """``ln(e^a0 + e^a1 + e^a2)`` term by term; -inf when all three are -inf."""
+    """``ln(e^a0 + e^a1 + e^a2)`` term by term; -inf when all three are -inf. The largest term is
+    1 after centring and the rest go through ``log1p``, so a sum just above the largest term keeps
+    its excess to full relative accuracy."""
     top = max(a0, max(a1, a2))
     if top == NEG_INF:
         return NEG_INF
-    return top + math.log(math.exp(a0 - top) + math.exp(a1 - top) + math.exp(a2 - top))
+    if a0 == top:
+        rest = math.exp(a1 - top) + math.exp(a2 - top)
+    elif a1 == top:
+        rest = math.exp(a0 - top) + math.exp(a2 - top)
+    else:
+        rest = math.exp(a0 - top) + math.exp(a1 - top)
+    return top + math.log1p(rest)
+
+
+@compiled
+def _log_terms(rest: float, units: float) -> float:
+    """``ln(units + rest)`` for a count ``units`` of terms equal to 1 and the sum ``rest`` of the
+    others: ``log1p(rest + units - 1)`` when there is a 1 (Goldberg's form, so that a sum just above
+    1 keeps its excess to full relative accuracy), ``ln(rest)`` otherwise; branch-free."""
+    excess = rest + (units - 1.0)
+    whole = 1.0 + excess
+    log = log_normal(rest if units == 0.0 else whole)
+    log1p = excess if whole == 1.0 else log * (excess / (whole - 1.0))
+    return log if units == 0.0 else log1p
 
 
 @compiled
@@ -153,22 +179,29 @@ def forward_step(
     """Forward variables after one frame, states ``[0, stop)``, into ``out[2:]``.
 
     ``alpha`` and ``out`` are [S + 2] with two leading -inf pads (state s at index s + 2);
-    ``scaled`` [S + 2] is work space; ``emission`` [S] the frame's log-probabilities per state.
+    ``scaled`` [2, S + 2] is work space: ``exp(alpha - top)`` below the frame's top, and apart
+    the states at the top (whose term is exactly 1); ``emission`` [S] the frame's
+    log-probabilities per state.
     """
     top = _frame_top(alpha, 2, stop + 2)
     if top == NEG_INF:
         _fill(out, 2, stop + 2, NEG_INF)
         return
+    below, at_top = scaled[0], scaled[1]
     for s in range(stop + 2):
-        scaled[s] = exp_nonpositive(alpha[s] - top)
+        centred = alpha[s] - top
+        below[s] = exp_nonpositive(centred) if centred < 0.0 else 0.0
+        at_top[s] = 1.0 if centred == 0.0 else 0.0
     small = 0
     for s in range(stop):
-        total = scaled[s + 2] * stay[s] + scaled[s + 1] + scaled[s] * skip[s]
-        small += 1 if total < EXACT_BELOW else 0
-        out[s + 2] = top + log_normal(total) + emission[s]
+        rest = below[s + 2] * stay[s] + below[s + 1] + below[s] * skip[s]
+        units = at_top[s + 2] * stay[s] + at_top[s + 1] + at_top[s] * skip[s]
+        small += 1 if rest + units < EXACT_BELOW else 0
+        out[s + 2] = top + _log_terms(rest, units) + emission[s]
     if small > 0:
         for s in range(stop):
-            if scaled[s + 2] * stay[s] + scaled[s + 1] + scaled[s] * skip[s] < EXACT_BELOW:
+            rest = below[s + 2] * stay[s] + below[s + 1] + below[s] * skip[s]
+            if rest + at_top[s + 2] * stay[s] + at_top[s + 1] + at_top[s] * skip[s] < EXACT_BELOW:
                 a0 = alpha[s + 2] if stay[s] > 0.0 else NEG_INF
                 a2 = alpha[s] if skip[s] > 0.0 else NEG_INF
                 out[s + 2] = _log_sum3(a0, alpha[s + 1], a2) + emission[s]
@@ -245,16 +278,15 @@ def _forward_pass(
     ``checkpoints[k]``, where the segment is ``ceil(frames / len(checkpoints))``, and those after
     each frame of the last segment in ``alphas`` (when it has rows), which the backward sweep
     then need not recompute. ``classes`` and ``moves`` come from :func:`lattice`; ``scratch`` is
-    work space of four rows of at least S + 2, ``work`` of C."""
+    work space of five rows of at least S + 2, ``work`` of C."""
     states = classes.shape[0]
     segment = -(-frames // max(1, checkpoints.shape[0]))
     last_first = (checkpoints.shape[0] - 1) * segment
-    alpha, following, scaled = scratch[0, : states + 2], scratch[1, : states + 2], scratch[2, : states + 2]
-    emission = scratch[3, :states]
+    alpha, following, scaled = scratch[0, : states + 2], scratch[1, : states + 2], scratch[2:4, : states + 2]
+    emission = scratch[4, :states]
     _fill(alpha, 0, states + 2, NEG_INF)
     alpha[2] = 0.0  # the virtual start before frame 0 counts as state 0
     _fill(following, 0, states + 2, NEG_INF)
-    _fill(scaled, 0, states + 2, 0.0)
     for t in range(frames):
         if t % segment == 0:
             _copy(alpha, checkpoints[t // segment])
@@ -322,18 +354,17 @@ def _backward_sweep(
     """The gradient of one sample's loss, segment by segment from the last: each segment's
     forward variables (the last one's already in ``alphas``) recomputed from its checkpoint,
     then the backward variables over it from the frame after it, and each frame's row of the
-    gradient (:func:`_gradient_row`). ``scratch`` and ``work`` are as for :func:`_forward_pass`, with six rows."""
+    gradient (:func:`_gradient_row`). ``scratch`` and ``work`` are as for :func:`_forward_pass`, with seven rows."""
     states = classes.shape[0]
     segment = alphas.shape[0]
-    beta, ahead, scaled = scratch[0, : states + 2], scratch[1, : states + 2], scratch[2, : states + 2]
-    emission, later, occupancy = scratch[3, :states], scratch[4, :states], scratch[5, :states]
+    beta, ahead, scaled = scratch[0, : states + 2], scratch[1, : states + 2], scratch[2:4, : states + 2]
+    emission, later, occupancy = scratch[4, :states], scratch[5, :states], scratch[6, :states]
     tops, log_sums = normalising[0], normalising[1]
     _fill(beta, 0, states + 2, NEG_INF)  # at frame t, states [0, S), two trailing pads
     beta[states - 1] = 0.0
     if states > 1:
         beta[states - 2] = 0.0
     _fill(ahead, 0, states + 2, NEG_INF)
-    _fill(scaled, 0, states + 2, 0.0)
     for index in range(checkpoints.shape[0] - 1, -1, -1):
         first = index * segment
         last = min(frames, first + segment)
@@ -349,7 +380,7 @@ def _backward_sweep(
                 for s in range(states):
                     ahead[s] = beta[s] + later[s]
                 start = max(0, states - 2 - 2 * (frames - 1 - t))
-                backward_step(ahead, beta, scaled, moves[0], moves[1], start, states)
+                backward_step(ahead, beta, scaled[0], moves[0], moves[1], start, states)
             out = _row(grad, batch_major, sample, t)
             _gradient_row(row, tops[t], log_sums[t], alphas[t - first], beta, classes, work, occupancy, out)
             _emission(row, tops[t], log_sums[t], classes, later)
@@ -382,7 +413,7 @@ def batch_loglik(
     ``batch_major``; ``targets[i, :target_lengths[i]]`` is sample i's target."""
     frames, width = _block_sizes(lengths, target_lengths, first, last)
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
-    scratch, work = np.empty((4, width)), np.empty(logits.shape[2])
+    scratch, work = np.empty((5, width)), np.empty(logits.shape[2])
     checkpoints, normalising = np.empty((1, width)), np.empty((2, frames))
     for i in range(first, last):
         states = lattice(targets[i, : target_lengths[i]], blank, merge_repeated, classes, moves)
@@ -422,7 +453,7 @@ def batch_grad(
     frames."""
     most_frames, width = _block_sizes(lengths, target_lengths, first, last)
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
-    scratch, work = np.empty((6, width)), np.empty(logits.shape[2])
+    scratch, work = np.empty((7, width)), np.empty(logits.shape[2])
     normalising = np.empty((2, most_frames))
     for i in range(first, last):
         frames = lengths[i]

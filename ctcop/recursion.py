@@ -30,6 +30,7 @@ import numpy.typing as npt
 from . import kernels
 from .canonical import CanonicalBatch
 from .errors import InvalidInputError
+from .rounding import round_once
 
 FloatArray = npt.NDArray[np.float64]
 # The gradient stores the whole table of forward variables when S * T is at most this many float64
@@ -174,4 +175,4 @@ def log_likelihood_and_grad(batch: CanonicalBatch) -> tuple[FloatArray, np.ndarr
         )
 
     _run_blocks(batch.batch_size, block)
-    return out, grad if direct else grad.astype(batch.logits.dtype)
+    return out, grad if direct else round_once(grad, batch.logits.dtype)

@@ -10,11 +10,15 @@ import numpy as np
 import numpy.typing as npt
 
 from . import canonical, recursion
+from .rounding import round_once
 
 
 def _rounded(loglik: np.ndarray, batch: canonical.CanonicalBatch) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        return (0.0 - loglik).astype(batch.logits.dtype)  # +0.0, never -0.0, for a certain path
+    """-loglik rounded once to the logits' type; +0.0 (never -0.0, never a rounding error below 0)
+    for a certain path."""
+    loss = 0.0 - loglik
+    loss[loss < 0.0] = 0.0
+    return round_once(loss, batch.logits.dtype)
 
 
 def ctc_loss(

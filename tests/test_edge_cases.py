@@ -92,3 +92,25 @@ def test_byte_order_and_memory_layout_change_nothing(dtype: str) -> None:
     wide = np.zeros((6, 3, 10), dtype=dtype)
     wide[:, :, ::2] = native  # a strided view of every other class
     np.testing.assert_array_equal(ctcop.ctc_loss(wide[:, :, ::2], mask, labels), want_loss)
+
+
+def test_bfloat16_results_are_rounded_once_near_every_kind_of_midpoint() -> None:
+    # Spec 6: float64 rounded once. Just above / below / on the midpoint of two neighbouring
+    # bfloat16 values (ml_dtypes' own float64 cast goes through float32 and rounds twice).
+    bfloat16 = pytest.importorskip("ml_dtypes").bfloat16
+    from ctcop.rounding import round_once
+
+    rng = np.random.default_rng(3)
+    low = rng.normal(size=20_000).astype(bfloat16).astype(np.float64)
+    high = np.nextafter(low.astype(bfloat16), np.array(np.inf, dtype=bfloat16)).astype(np.float64)
+    middle = (low + high) / 2  # exact in float64
+    for offset, want in ((2.0**-40, high), (-(2.0**-40), low)):
+        values = middle + offset * np.abs(middle)
+        got = round_once(values, bfloat16).astype(np.float64)
+        np.testing.assert_array_equal(got, want)
+    even = np.where((low.astype(bfloat16).view(np.uint16) & 1) == 0, low, high)
+    np.testing.assert_array_equal(round_once(middle, bfloat16).astype(np.float64), even)
+    special = np.array([np.inf, -np.inf, 0.0, -0.0, 1e39, -1e39, 1e-50])
+    got = round_once(special, bfloat16).astype(np.float64)
+    np.testing.assert_array_equal(got, [np.inf, -np.inf, 0.0, -0.0, np.inf, -np.inf, 0.0])
+    assert np.isnan(round_once(np.array([np.nan]), bfloat16).astype(np.float64)).all()

@@ -50,7 +50,7 @@ def forward_table(logits: np.ndarray, target: np.ndarray, blank: int, merge: boo
     classes = classes[:states]
     alpha = np.full(states + 2, -np.inf)  # two pads, then the states
     alpha[2] = 0.0
-    work, scaled, emission = np.empty(logits.shape[1]), np.zeros(states + 2), np.empty(states)
+    work, scaled, emission = np.empty(logits.shape[1]), np.zeros((2, states + 2)), np.empty(states)
     table = np.empty((logits.shape[0], states))
     for t in range(logits.shape[0]):
         top, log_sum = kernels.frame_normaliser(logits[t], work)
