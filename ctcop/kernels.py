@@ -170,7 +170,8 @@ def _log_terms(rest: float, units: float) -> float:
 def forward_step(
     alpha: np.ndarray,
     out: np.ndarray,
-    scaled: np.ndarray,
+    below: np.ndarray,
+    at_top: np.ndarray,
     emission: np.ndarray,
     stay: np.ndarray,
     skip: np.ndarray,
@@ -179,15 +180,14 @@ def forward_step(
     """Forward variables after one frame, states ``[0, stop)``, into ``out[2:]``.
 
     ``alpha`` and ``out`` are [S + 2] with two leading -inf pads (state s at index s + 2);
-    ``scaled`` [2, S + 2] is work space: ``exp(alpha - top)`` below the frame's top, and apart
-    the states at the top (whose term is exactly 1); ``emission`` [S] the frame's
-    log-probabilities per state.
+    ``below`` and ``at_top`` [S + 2] are work space (contiguous rows, or LLVM does not vectorise):
+    ``exp(alpha - top)`` below the frame's top, and apart the states at the top (whose term is
+    exactly 1); ``emission`` [S] the frame's log-probabilities per state.
     """
     top = _frame_top(alpha, 2, stop + 2)
     if top == NEG_INF:
         _fill(out, 2, stop + 2, NEG_INF)
         return
-    below, at_top = scaled[0], scaled[1]
     for s in range(stop + 2):
         centred = alpha[s] - top
         below[s] = exp_nonpositive(centred) if centred < 0.0 else 0.0
@@ -282,8 +282,8 @@ def _forward_pass(
     states = classes.shape[0]
     segment = -(-frames // max(1, checkpoints.shape[0]))
     last_first = (checkpoints.shape[0] - 1) * segment
-    alpha, following, scaled = scratch[0, : states + 2], scratch[1, : states + 2], scratch[2:4, : states + 2]
-    emission = scratch[4, :states]
+    alpha, following = scratch[0, : states + 2], scratch[1, : states + 2]
+    below, at_top, emission = scratch[2, : states + 2], scratch[3, : states + 2], scratch[4, :states]
     _fill(alpha, 0, states + 2, NEG_INF)
     alpha[2] = 0.0  # the virtual start before frame 0 counts as state 0
     _fill(following, 0, states + 2, NEG_INF)
@@ -295,7 +295,7 @@ def _forward_pass(
         if math.isnan(normalising[0, t]):
             return math.nan
         _emission(row, normalising[0, t], normalising[1, t], classes, emission)
-        forward_step(alpha, following, scaled, emission, moves[0], moves[1], min(states, 2 * t + 2))
+        forward_step(alpha, following, below, at_top, emission, moves[0], moves[1], min(states, 2 * t + 2))
         alpha, following = following, alpha
         if alphas.shape[0] > 0 and t >= last_first:
             _copy(alpha, alphas[t - last_first])
@@ -357,7 +357,8 @@ def _backward_sweep(
     gradient (:func:`_gradient_row`). ``scratch`` and ``work`` are as for :func:`_forward_pass`, with seven rows."""
     states = classes.shape[0]
     segment = alphas.shape[0]
-    beta, ahead, scaled = scratch[0, : states + 2], scratch[1, : states + 2], scratch[2:4, : states + 2]
+    beta, ahead = scratch[0, : states + 2], scratch[1, : states + 2]
+    below, at_top = scratch[2, : states + 2], scratch[3, : states + 2]
     emission, later, occupancy = scratch[4, :states], scratch[5, :states], scratch[6, :states]
     tops, log_sums = normalising[0], normalising[1]
     _fill(beta, 0, states + 2, NEG_INF)  # at frame t, states [0, S), two trailing pads
@@ -372,7 +373,8 @@ def _backward_sweep(
         for t in range(first, last if index < checkpoints.shape[0] - 1 else first):
             _emission(_row(logits, batch_major, sample, t), tops[t], log_sums[t], classes, emission)
             _fill(alphas[t - first], 0, states + 2, NEG_INF)
-            forward_step(alpha, alphas[t - first], scaled, emission, moves[0], moves[1], min(states, 2 * t + 2))
+            stop = min(states, 2 * t + 2)
+            forward_step(alpha, alphas[t - first], below, at_top, emission, moves[0], moves[1], stop)
             alpha = alphas[t - first]
         for t in range(last - 1, first - 1, -1):
             row = _row(logits, batch_major, sample, t)
@@ -380,7 +382,7 @@ def _backward_sweep(
                 for s in range(states):
                     ahead[s] = beta[s] + later[s]
                 start = max(0, states - 2 - 2 * (frames - 1 - t))
-                backward_step(ahead, beta, scaled[0], moves[0], moves[1], start, states)
+                backward_step(ahead, beta, below, moves[0], moves[1], start, states)
             out = _row(grad, batch_major, sample, t)
             _gradient_row(row, tops[t], log_sums[t], alphas[t - first], beta, classes, work, occupancy, out)
             _emission(row, tops[t], log_sums[t], classes, later)

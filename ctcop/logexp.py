@@ -41,7 +41,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 LN2_HI = 6.93147180369123816490e-01  # ln 2 rounded to 32 significant bits: k * LN2_HI is exact
 LN2_LO = 1.90821492927058770002e-10  # ln 2 - LN2_HI
 SQRT2 = 1.41421356237309514547
-EXP_FLUSH = -708.0  # exp(d) for d below this is returned as 0 (it is below 2**-1021)
+EXP_FLUSH = -700.0  # exp(d) below this is returned as 0 (< 1e-304; also keeps every intermediate normal)
 # A sum of terms exp(d) below this may have lost a flushed term; the kernels redo it exactly.
 EXACT_BELOW = 2.0**-900
 # exp: d = (64 m + j) ln(2) / 64 + r, exp(d) = 2**m * 2**(j / 64) * exp(r), |r| <= ln(2) / 128

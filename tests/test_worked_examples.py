@@ -57,7 +57,9 @@ def forward_table(logits: np.ndarray, target: np.ndarray, blank: int, merge: boo
         for s in range(states):
             emission[s] = (logits[t, classes[s]] - top) - log_sum
         following = np.full(states + 2, -np.inf)
-        kernels.forward_step(alpha, following, scaled, emission, moves[0], moves[1], min(states, 2 * t + 2))
+        kernels.forward_step(
+            alpha, following, scaled[0], scaled[1], emission, moves[0], moves[1], min(states, 2 * t + 2)
+        )
         alpha = following
         table[t] = alpha[2:]
     return table
