@@ -9,8 +9,8 @@ fused multiply-add without fast-math flags, every CPU computes the same bits.
 
 Accuracy (tests/test_logexp.py checks both against numpy over the whole domains the kernels use):
 
-* :func:`exp_nonpositive`: ``exp(d)`` for ``d <= 0``, within 1 ulp; exactly 0 for ``d < -708``
-  (``exp(d) < 2**-1021``; the kernels only add such a term to a sum that holds a term >= 2**-900,
+* :func:`exp_nonpositive`: ``exp(d)`` for ``d <= 0``, within 1 ulp; exactly 0 for ``d < -700``
+  (``exp(d) < 1e-304``; the kernels only add such a term to a sum that holds a term >= 2**-900,
   where it cannot change the rounded sum, or fall back to exact arithmetic, see
   :data:`EXACT_BELOW`).
 * :func:`log_normal`: ``ln(v)`` for a positive normal ``v``, within 3 ulp, and ``-inf`` for 0.

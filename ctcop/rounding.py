@@ -17,11 +17,13 @@ def round_once(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if dtype.kind == "f":  # float16, float32, float64 in any byte order: numpy rounds once
         with np.errstate(over="ignore"):
-            return values.astype(dtype)
+            direct: np.ndarray = values.astype(dtype)
+        return direct
     with np.errstate(over="ignore", invalid="ignore"):
         narrow = values.astype(np.float32)
         away = np.abs(narrow.astype(np.float64)) > np.abs(values)
         narrow = np.where(away, np.nextafter(narrow, np.float32(0.0)), narrow)
         inexact = np.isfinite(values) & (narrow.astype(np.float64) != values)
     odd = (narrow.view(np.uint32) | inexact.astype(np.uint32)).view(np.float32)
-    return odd.astype(dtype)
+    rounded: np.ndarray = odd.astype(dtype)
+    return rounded
