@@ -17,8 +17,8 @@ session and runs one warm-up call, then resets the kernel's RSS high-water mark 
 inputs and what the session already holds. The child also reports the first call's peak over
 the RSS before it (arena growth included).
 
-Run: python benchmarks/onnx_profile.py [--repeat 21] [--peers torch,optax,tf,openvino]
-     [--memory] [--profile DIR]
+Run: python benchmarks/onnx_profile.py [--passes 7] [--repeat 7] [--peers torch,optax,tf,openvino]
+     [--also old_{C}.onnx] [--memory] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -60,14 +60,18 @@ def _released(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) -> tuple
     return np.ascontiguousarray(inputs.transpose(1, 0, 2)), frames, targets, lengths
 
 
-def ort_runner(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, threads: int, **kw: Any) -> Callable[[], Any]:
+def ort_runner(
+    inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, threads: int, model: bytes | None = None, **kw: Any
+) -> Callable[[], Any]:
+    """The float32 export (or ``model``, a serialized export) in onnxruntime with ctcop's options."""
     import onnxruntime
 
     from ctcop.onnx import onnx_model, session_options
 
-    model = onnx_model(dtype="float32", dims=("T", "N", inputs.shape[2]))
+    if model is None:
+        model = onnx_model(dtype="float32", dims=("T", "N", inputs.shape[2])).SerializeToString()
     options = session_options(threads=threads, **kw)
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     feeds = {"inputs": inputs, "sequence_mask": mask, "labels": labels}
     return lambda: session.run(None, feeds)[0]
 
@@ -263,12 +267,15 @@ def profile(folder: str, threads: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=11)
-    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--passes", type=int, default=7)
     parser.add_argument("--peers", default="torch,optax,tf,openvino")
     parser.add_argument("--memory", action="store_true")
     parser.add_argument("--profile", metavar="DIR")
     parser.add_argument("--shapes", default="28,5000", help="which C of the two shapes to time")
+    parser.add_argument(
+        "--also", action="append", default=[], metavar="PATH", help="an ONNX export to time too ({C}: the classes)"
+    )
     args = parser.parse_args()
     os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={args.threads}")
     if args.profile:
@@ -280,24 +287,31 @@ def main() -> None:
         return
     peers = [name for name in args.peers.split(",") if name]
     wanted = {int(c) for c in args.shapes.split(",")}
-    runs = f"ranges of {args.passes} medians of {args.repeat} calls"
+    runs = f"range (median) of {args.passes} passes' medians of {args.repeat} calls"
     print(f"T={FRAMES}, N={BATCH}, float32, {args.threads} threads, {runs}, ms")
     for length, classes in SHAPES:
         if classes not in wanted:
             continue
         inputs, mask, labels = case(FRAMES, BATCH, length, classes)
         runners = {"export/ort": ort_runner(inputs, mask, labels, args.threads)}
+        for path in args.also:
+            with open(path.replace("{C}", str(classes)), "rb") as file:
+                runners[os.path.basename(path)] = ort_runner(inputs, mask, labels, args.threads, model=file.read())
         runners.update({name: PEERS[name](inputs, mask, labels, args.threads) for name in peers})
         medians = timings(runners, args.repeat, args.passes)
-        fastest = min((min(medians[name]) for name in peers), default=float("nan"))
         cells = "  ".join(f"{name} {_range(values)}" for name, values in medians.items())
-        ratio = statistics.median(medians["export/ort"]) / fastest
-        print(f"L={length:>2} C={classes:>4}: {cells}  | export median / fastest peer's best {ratio:.2f}")
+        # Per pass: the export's median over the fastest peer's median in that pass (the machine's
+        # speed drifts; one pass's runners are timed within seconds of each other).
+        ratios = [
+            medians["export/ort"][i] / min(medians[name][i] for name in peers) for i in range(args.passes) if peers
+        ]
+        ratio = f"{min(ratios):.2f}-{max(ratios):.2f} (median {statistics.median(ratios):.2f})" if ratios else "-"
+        print(f"L={length:>2} C={classes:>4}: {cells}  | export / fastest peer, per pass: {ratio}")
 
 
 def _range(values: list[float]) -> str:
-    low, high = min(values) * 1e3, max(values) * 1e3
-    return f"{low:.1f}-{high:.1f}"
+    low, high, mid = min(values) * 1e3, max(values) * 1e3, statistics.median(values) * 1e3
+    return f"{low:.1f}-{high:.1f} ({mid:.1f})"
 
 
 if __name__ == "__main__":

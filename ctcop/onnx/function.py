@@ -10,18 +10,23 @@ input of its declared ranks and element types. Its stages, one function each:
   other than 0/1, a 1 after a 0, a label other than -1 and [0, C-2]) and a batch-wide fault
   (shapes that disagree, C = 0); a faulty sample's column and row become a valid empty one
   before anything indexes with them, so nothing out of range is ever read;
-* frames (3.2, 4.1, 4.4): log-softmax over the C classes as ``(x - max) - ln sum exp(x - max)``;
-  a frame is non-finite when its log-sum is NaN or its minimum is infinite, and an active
-  non-finite frame makes its sample NaN; inactive frames are never read;
 * targets (3.3, 3.4): pads removed wherever they stand and, if ``preprocess_collapse_repeated``,
   repeats merged, by a stable per-row permutation built with CumSum and ScatterElements;
 * lattice (4.5): the extended-label states with stay/skip masks derived arithmetically from
   ``merge_repeated``, so one body serves every attribute value; disallowed moves add -inf;
-* emissions: each state's log-probability per frame, in blocks of UNROLL frames;
-* the Loop: blocks of frames carry the forward variables [2 + S, N] relative to a float64
-  per-sample offset, and capture each sample's end states at its last active frame;
-* read-out (4.3, 4.4, 11.5): ln of the end states' mass, +0.0 for a zero, NaN for non-finite and
-  faulty samples, cast back to the element type of ``inputs`` with CastLike.
+* steps (3.1): P = UNROLL * ceil(T / UNROLL) steps; step p of sample n reads frame p while
+  p < T_n and is a closing step after (emissions ln 1 for the blank's states, ln 0 for the
+  others), so no step reads a masked frame and the end mass collects in state 2L;
+* emissions (3.2, 4.1, 4.4): the log-softmax ``(x - max) - ln sum exp(x - max)`` of the frames
+  read; up to FEW_CLASSES classes of every step's frame, gathered per block by GatherElements in
+  the Loop body; with more, the frame terms a cache-sized chunk of frames at a time (no tensor
+  of the logits' size) and a Gather of the states' logits; a frame is non-finite when its
+  log-sum is NaN or its minimum is infinite, and an active non-finite frame makes its sample NaN;
+* the Loop: blocks of UNROLL steps carry the forward variables [2 + S, N] relative to a float64
+  per-sample offset; per step a fixed run of elementwise operators and Gathers;
+* read-out (4.3, 4.4, 11.5): ln of the mass of states 2L and 2L - 1 after the last step, +0.0
+  for a zero, NaN for non-finite and faulty samples, cast back to the element type of
+  ``inputs`` with CastLike.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ DOMAIN: str = encoding("onnx")["domain"]
 DOMAIN_VERSION: int = encoding("onnx")["domain_version"]
 OP_TYPE: str = encoding("onnx")["op_type"]
 MIN_OPSET: int = encoding("onnx")["min_opset"]
-# Frames per Loop iteration: onnxruntime spends most of a short iteration on the Loop itself.
+# Steps per Loop iteration: the offset update and the Loop's own work come once per block.
 UNROLL = 10
 # Up to this many classes the emissions are gathered with GatherElements, which onnxruntime runs
 # ten times faster than an element-wise Gather; onnx.reference's GatherElements (np.choose) takes
@@ -52,7 +57,8 @@ FEW_CLASSES = 32
 CHUNK = 1 << 18
 # Exponents below this are raised to it in the recursion: exp(-87) is float32's smallest normal
 # order of magnitude, and onnxruntime's float32 Exp takes about seven times longer on an element
-# whose result is subnormal or zero (exp(-inf) included). Raising changes no sum that holds a 1.
+# whose result is subnormal or zero (exp(-inf) included). Raising changes no sum that holds a 1
+# (see _loop_body).
 EXP_FLOOR = -87.0
 BOOL, INT64, DOUBLE = TensorProto.BOOL, TensorProto.INT64, TensorProto.DOUBLE
 
@@ -428,8 +434,8 @@ def _no_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
 class _LoopInputs:
     """Outer-scope values the Loop body reads: the rows that step and skip moves read; the
     penalties [2 + S, N] of the stay and skip moves and of the rows beyond each sample's own
-    lattice (0 or -inf); the lowest finite value, the exponent floor and 0 in the compute type;
-    the shape [2] of a block's emissions."""
+    lattice (0 or -inf); the lowest finite value, the exponent floor, 0 and 1 in the compute
+    type; the shape [2] of a block's emissions."""
 
     step_rows: str
     skip_rows: str
@@ -439,6 +445,7 @@ class _LoopInputs:
     lowest: str
     exp_floor: str
     zero: str
+    one: str
     block_shape: str
 
 
@@ -446,16 +453,21 @@ def _loop_body(ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_pen
     """UNROLL steps of the forward recursion (spec 4.5) as one Loop iteration.
 
     Carried values: ``alpha`` [2 + S, N] in the compute type, the forward variables of each
-    sample minus its ``offset`` [1, N] (float64). Per step the three move terms are separate
-    tensors (the stay term needs no penalty when merge_repeated holds); their maximum, floored
-    at the lowest finite value, is subtracted (so a state that no move reaches gives exp(-inf) =
-    0 and stays ln 0, with no NaN); the exponents are raised to EXP_FLOOR; then ``ln sum
-    exp(term - max)`` and the emission are added. Every operator is elementwise, variadic or a
-    Gather (onnxruntime's Where and its reductions over a short leading axis cost several times
-    more). After UNROLL steps the maximum over each sample's own rows moves from ``alpha`` into
-    ``offset``: the values left in the compute type stay small, so float32 rounding is relative
-    to a few frames' log-probabilities, not to the whole sum. A Loop, not a Scan: onnxruntime's
-    Scan fails on a zero-length scan axis (T = 0).
+    sample minus its ``offset`` [1, N] (float64). Within the block a forward variable is a pair,
+    ``scale + ln(mass)``, so the block takes one Log, at its end (onnxruntime's float32 Log costs
+    about seven elementwise operators). Per step the three move terms of the scales are separate
+    tensors (the stay term needs no penalty when merge_repeated holds); the new scale is their
+    maximum (ln 0 for a state that no move reaches) plus the emission; the new mass is the sum of
+    the masses of the three sources weighted by exp(term - maximum), the maximum floored at the
+    lowest finite value for the subtraction (no NaN) and the exponents raised to EXP_FLOOR, and
+    the mass is raised to 1. The largest term's weight is 1 and every mass is at least 1, so the
+    raised exponents and masses change no mass of a reachable state (they add at most 1e-33 to a
+    sum of at least 1), and a mass stays below 3**UNROLL. At the block's end the maximum of
+    ``scale + ln(mass)`` over each sample's own rows moves into ``offset``: the values left in the
+    compute type stay small, so float32 rounding is relative to a few frames' log-probabilities,
+    not to the whole sum. Every operator is elementwise, variadic or a Gather (onnxruntime's
+    Where and its reductions over a short leading axis cost several times more). A Loop, not a
+    Scan: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
     """
     g = GraphBuilder("step_")
     block = g.Gather(source.source, "b", axis=0)
@@ -463,17 +475,24 @@ def _loop_body(ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_pen
         block = g.Reshape(g.GatherElements(block, source.index, axis=1), ctx.block_shape, allowzero=1)
     emissions = [g.fresh("emission") for _ in range(UNROLL)]
     g.node("Split", [block], emissions, axis=0, num_outputs=UNROLL)
-    alpha = "alpha_in"
+    # The masses are 1 (absent) before the block's first step.
+    scale, mass = "alpha_in", None
     for step in range(UNROLL):
         terms = [
-            g.Add(alpha, ctx.stay_penalty) if stay_penalty else alpha,
-            g.Gather(alpha, ctx.step_rows, axis=0),
-            g.Add(g.Gather(alpha, ctx.skip_rows, axis=0), ctx.skip_penalty),
+            g.Add(scale, ctx.stay_penalty) if stay_penalty else scale,
+            g.Gather(scale, ctx.step_rows, axis=0),
+            g.Add(g.Gather(scale, ctx.skip_rows, axis=0), ctx.skip_penalty),
         ]
         top = g.Max(*terms)
         safe = g.Clip(top, ctx.lowest)
-        total = g.Sum(*(g.Exp(g.Clip(g.Sub(term, safe), ctx.exp_floor)) for term in terms))
-        alpha = g.Sum(top, g.Log(total), emissions[step])
+        weights = [g.Exp(g.Clip(g.Sub(term, safe), ctx.exp_floor)) for term in terms]
+        if mass is not None:
+            masses = [mass, g.Gather(mass, ctx.step_rows, axis=0), g.Gather(mass, ctx.skip_rows, axis=0)]
+            weights = [g.Mul(weight, part) for weight, part in zip(weights, masses, strict=True)]
+        # A state that no move reaches (scale ln 0) gets mass 1: no mass gets small (subnormal).
+        mass = g.Clip(g.Sum(*weights), ctx.one)
+        scale = g.Add(top, emissions[step])
+    alpha = g.Add(scale, g.Log(mass)) if mass is not None else scale
     own_top = _finite_or(g, g.ReduceMax(g.Add(alpha, ctx.own_penalty), g.i64([0]), keepdims=1), ctx.zero)
     g.node("Sub", [alpha, own_top], ["alpha_out"])
     g.node("Add", ["offset_in", g.Cast(own_top, to=DOUBLE)], ["offset_out"])
@@ -561,6 +580,7 @@ def _forward(
         lowest=g.const(np.finfo(compute).min, compute),
         exp_floor=g.const(EXP_FLOOR, compute),
         zero=zero,
+        one=g.const(1.0, compute),
         block_shape=g.Concat(g.Mul(lattice.count, g.i64([UNROLL])), shapes.batch, axis=0),
     )
     start = _Start(
