@@ -449,6 +449,26 @@ class _LoopInputs:
     block_shape: str
 
 
+def _step(
+    g: GraphBuilder, ctx: _LoopInputs, scale: str, mass: str | None, emission: str, stay_penalty: bool
+) -> tuple[str, str]:
+    """One step of the forward recursion in the (scale, mass) form of :func:`_loop_body`: the new
+    scale and mass of every state from those before the step (``mass`` None: all 1)."""
+    terms = [
+        g.Add(scale, ctx.stay_penalty) if stay_penalty else scale,
+        g.Gather(scale, ctx.step_rows, axis=0),
+        g.Add(g.Gather(scale, ctx.skip_rows, axis=0), ctx.skip_penalty),
+    ]
+    top = g.Max(*terms)
+    safe = g.Clip(top, ctx.lowest)
+    weights = [g.Exp(g.Clip(g.Sub(term, safe), ctx.exp_floor)) for term in terms]
+    if mass is not None:
+        masses = [mass, g.Gather(mass, ctx.step_rows, axis=0), g.Gather(mass, ctx.skip_rows, axis=0)]
+        weights = [g.Mul(weight, part) for weight, part in zip(weights, masses, strict=True)]
+    # A state that no move reaches (scale ln 0) gets mass 1: no mass gets small (subnormal).
+    return g.Add(top, emission), g.Clip(g.Sum(*weights), ctx.one)
+
+
 def _loop_body(ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_penalty: bool) -> onnx.GraphProto:
     """UNROLL steps of the forward recursion (spec 4.5) as one Loop iteration.
 
@@ -478,20 +498,7 @@ def _loop_body(ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_pen
     # The masses are 1 (absent) before the block's first step.
     scale, mass = "alpha_in", None
     for step in range(UNROLL):
-        terms = [
-            g.Add(scale, ctx.stay_penalty) if stay_penalty else scale,
-            g.Gather(scale, ctx.step_rows, axis=0),
-            g.Add(g.Gather(scale, ctx.skip_rows, axis=0), ctx.skip_penalty),
-        ]
-        top = g.Max(*terms)
-        safe = g.Clip(top, ctx.lowest)
-        weights = [g.Exp(g.Clip(g.Sub(term, safe), ctx.exp_floor)) for term in terms]
-        if mass is not None:
-            masses = [mass, g.Gather(mass, ctx.step_rows, axis=0), g.Gather(mass, ctx.skip_rows, axis=0)]
-            weights = [g.Mul(weight, part) for weight, part in zip(weights, masses, strict=True)]
-        # A state that no move reaches (scale ln 0) gets mass 1: no mass gets small (subnormal).
-        mass = g.Clip(g.Sum(*weights), ctx.one)
-        scale = g.Add(top, emissions[step])
+        scale, mass = _step(g, ctx, scale, mass, emissions[step], stay_penalty)
     alpha = g.Add(scale, g.Log(mass)) if mass is not None else scale
     own_top = _finite_or(g, g.ReduceMax(g.Add(alpha, ctx.own_penalty), g.i64([0]), keepdims=1), ctx.zero)
     g.node("Sub", [alpha, own_top], ["alpha_out"])
@@ -561,12 +568,34 @@ def _forward(
     An If picks how emissions are read, by C (both ways give the same values): up to FEW_CLASSES
     the Loop body gathers each block's emissions (_few_classes); with more they are gathered
     before the Loop (_many_classes); with C = 0 they are zeros (_no_classes)."""
-    axis0, axis1, rows = g.i64([0]), g.i64([1]), lattice.rows
+    axis0 = g.i64([0])
     compute_type = helper.np_dtype_to_tensor_dtype(np.dtype(compute))
+    ctx, start = _loop_inputs(g, lattice, frames, shapes, merge, compute)
+    x_rows = g.Reshape(x, g.Concat(g.Mul(shapes.frames, shapes.batch), shapes.classes, axis=0), allowzero=1)
+    classes = g.Transpose(lattice.classes, perm=[1, 0])
+    blank = g.Sub(shapes.class_count, g.i64(1))
+    inputs = _EmissionInputs(x, x_rows, frames, checked.active, classes, lattice.count, blank, shapes, compute_type)
+    is_few, by_class, index, blocked, nonfinite = _emission_ways(g, inputs, ctx)
+    loop_branches = []
+    for way, way_source in (("few", _BlockEmissions(by_class, index)), ("many", _BlockEmissions(blocked))):
+        part = GraphBuilder(f"{way}_classes_loop_")
+        loop_branches.append((part, _loops(part, ctx, start, way_source, compute_type)))
+    loop_kinds: list[tuple[Any, list[Any]]] = [(compute_type, [None, None]), (DOUBLE, [1, None])]
+    alpha, offset = _if(g, is_few, (loop_branches[0], loop_branches[1]), loop_kinds)
+    end_rows = g.Concat(*(g.Unsqueeze(r, axis0) for r in (lattice.last_row, g.Sub(lattice.last_row, g.i64(1)))), axis=0)
+    at_end = g.Cast(_take(g, alpha, g.Add(g.Mul(end_rows, shapes.batch_size), sample_ids)), to=DOUBLE)
+    return g.Add(at_end, offset), nonfinite
+
+
+def _loop_inputs(
+    g: GraphBuilder, lattice: _Lattice, frames: _Frames, shapes: _Shapes, merge: str, compute: str
+) -> tuple[_LoopInputs, _Start]:
+    """The forward Loop's constant inputs and its start: before any step only state 0 (row 2) has
+    probability 1."""
+    axis0, axis1, rows = g.i64([0]), g.i64([1]), lattice.rows
     zero, neg_inf = g.const(0.0, compute), g.const(-np.inf, compute)
     first = g.Where(g.Equal(rows, g.i64(2)), zero, neg_inf)
     alpha0 = g.Expand(g.Unsqueeze(first, axis1), g.Concat(lattice.count, shapes.batch, axis=0))
-    blocks = g.Reshape(frames.blocks, g.i64([1]))
     ctx = _LoopInputs(
         step_rows=g.Max(g.Sub(rows, g.i64(1)), g.i64(0)),
         skip_rows=g.Max(g.Sub(rows, g.i64(2)), g.i64(0)),
@@ -586,10 +615,15 @@ def _forward(
     start = _Start(
         frames.blocks, alpha0, g.Expand(g.const(0.0, np.float64), g.Concat(g.i64([1]), shapes.batch, axis=0)), merge
     )
-    x_rows = g.Reshape(x, g.Concat(g.Mul(shapes.frames, shapes.batch), shapes.classes, axis=0), allowzero=1)
-    classes = g.Transpose(lattice.classes, perm=[1, 0])
-    blank = g.Sub(shapes.class_count, g.i64(1))
-    inputs = _EmissionInputs(x, x_rows, frames, checked.active, classes, lattice.count, blank, shapes, compute_type)
+    return ctx, start
+
+
+def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs) -> tuple[str, str, str, str, str]:
+    """The If over how emissions are read: [] true when C <= FEW_CLASSES (and C > 0), then the
+    few-classes source and index, the blocked emissions of the other way, and the samples [N]
+    with an active non-finite frame."""
+    axis0, shapes, compute_type = g.i64([0]), inputs.shapes, inputs.compute
+    blocks = g.Reshape(inputs.frames.blocks, g.i64([1]))
     # The emission If gives the values of both ways, the unused one empty; the Loops come after it
     # and read only values of this graph: onnxruntime replaces an If whose condition it can fold
     # (fixed dimensions) by its branch and renames that branch's values, but not the names a Loop
@@ -626,15 +660,7 @@ def _forward(
         (BOOL, [None]),
     ]
     by_class, index, blocked, nonfinite = _if(g, is_few, ((few, few_outputs), (other, other_outputs)), kinds)
-    loop_branches = []
-    for way, way_source in (("few", _BlockEmissions(by_class, index)), ("many", _BlockEmissions(blocked))):
-        part = GraphBuilder(f"{way}_classes_loop_")
-        loop_branches.append((part, _loops(part, ctx, start, way_source, compute_type)))
-    loop_kinds: list[tuple[Any, list[Any]]] = [(compute_type, [None, None]), (DOUBLE, [1, None])]
-    alpha, offset = _if(g, is_few, (loop_branches[0], loop_branches[1]), loop_kinds)
-    end_rows = g.Concat(*(g.Unsqueeze(r, axis0) for r in (lattice.last_row, g.Sub(lattice.last_row, g.i64(1)))), axis=0)
-    at_end = g.Cast(_take(g, alpha, g.Add(g.Mul(end_rows, shapes.batch_size), sample_ids)), to=DOUBLE)
-    return g.Add(at_end, offset), nonfinite
+    return is_few, by_class, index, blocked, nonfinite
 
 
 def _read_out(g: GraphBuilder, captured: str, sample_ids: str, shapes: _Shapes, nan_samples: str) -> str:
