@@ -1,7 +1,7 @@
 """Time the float32 ONNX export in onnxruntime against the float32 peers, in one process, and
 measure its peak memory; optionally profile the export with onnxruntime's profiler.
 
-Shapes: warp-ctc's, T = 150, N = 64, (L = 40, C = 28) and (L = 20, C = 5000) (``reference_speed.case``).
+Shapes: warp-ctc's, T = 150, N = 64, (L = 40, C = 28) and (L = 20, C = 5000), as in ``ctcop bench``.
 Every runtime runs with the same thread count (``--threads``, default 2): onnxruntime through
 ``ctcop.onnx.session_options``, PyTorch ``set_num_threads``, TensorFlow's intra-op pool,
 OpenVINO ``INFERENCE_NUM_THREADS``, JAX/XLA through ``XLA_FLAGS`` (set before JAX loads).
@@ -40,7 +40,7 @@ FRAMES, BATCH = 150, 64
 
 
 def case(frames: int, batch: int, length: int, classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The benchmark's inputs (as ``benchmarks/reference_speed.py``): every target non-empty."""
+    """The benchmark's inputs (as ``ctcop bench``): every target non-empty."""
     rng = np.random.default_rng(0)
     inputs = rng.normal(size=(frames, batch, classes)).astype(np.float32)
     mask = np.ones((frames, batch), dtype=np.int32)
