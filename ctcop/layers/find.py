@@ -120,6 +120,11 @@ def onnx_layers(model: Any) -> list[Layer]:
     from onnx import numpy_helper
 
     onnx_encoding = encoding("onnx")
+    # A negative declared size is refused before onnx's shape inference sees it: on ctcop's own
+    # function body that inference aborts the process (a C++ assertion in std::clamp).
+    for declared in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
+        if declared.type.HasField("tensor_type") and declared.type.tensor_type.HasField("shape"):
+            onnx_dims(declared.type.tensor_type.shape, declared.name)
     inferred = onnx.shape_inference.infer_shapes(model)
     known = {v.name: v.type.tensor_type for v in [*inferred.graph.input, *inferred.graph.value_info]}
     known.update({v.name: v.type.tensor_type for v in inferred.graph.output})
