@@ -23,6 +23,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -113,24 +114,28 @@ def _kernel_logits(batch: CanonicalBatch) -> np.ndarray:
     return np.ascontiguousarray(batch.logits, dtype=native)
 
 
+def _kernel_arguments(batch: CanonicalBatch, logits: np.ndarray) -> tuple[Any, ...]:
+    """The batch as the kernels' first seven arguments (logits, layout, frame counts, targets,
+    their lengths, blank, merge flag)."""
+    return (
+        logits,
+        batch.time_axis == 1,
+        batch.lengths,
+        batch.targets,
+        batch.target_lengths,
+        batch.blank,
+        batch.merge_repeated,
+    )
+
+
 def log_likelihood(batch: CanonicalBatch) -> FloatArray:
     """ln of the summed probability of all aligned paths, per sample (NaN for non-finite input)."""
-    logits = _kernel_logits(batch)
+    arguments = _kernel_arguments(batch, _kernel_logits(batch))
     out = np.empty(batch.batch_size)
 
     def block(first: int, last: int) -> None:
-        kernels.batch_loglik(
-            logits,
-            batch.time_axis == 1,
-            batch.lengths,
-            batch.targets,
-            batch.target_lengths,
-            batch.blank,
-            batch.merge_repeated,
-            first,
-            last,
-            out,
-        )
+        kernel: Callable[..., None] = kernels.batch_loglik
+        kernel(*arguments, first, last, out)
 
     _run_blocks(batch.batch_size, block)
     return out
@@ -158,21 +163,11 @@ def log_likelihood_and_grad(batch: CanonicalBatch) -> tuple[FloatArray, np.ndarr
     out = np.empty(batch.batch_size)
     segments = segment_lengths(batch)
 
+    arguments = _kernel_arguments(batch, logits)
+
     def block(first: int, last: int) -> None:
-        kernels.batch_grad(
-            logits,
-            batch.time_axis == 1,
-            batch.lengths,
-            batch.targets,
-            batch.target_lengths,
-            batch.blank,
-            batch.merge_repeated,
-            segments,
-            first,
-            last,
-            out,
-            grad,
-        )
+        kernel: Callable[..., None] = kernels.batch_grad
+        kernel(*arguments, segments, first, last, out, grad)
 
     _run_blocks(batch.batch_size, block)
     return out, grad if direct else round_once(grad, batch.logits.dtype)
