@@ -45,13 +45,13 @@ def _onnx_bytes() -> bytes:
 
 @cache
 def onnxruntime_session(threads: int, arena: bool = True) -> Any:
-    """onnxruntime's CPU session of ctcop's float32 export: its default threading with
-    ``intra_op_num_threads`` = ``threads`` (and the CPU memory arena unless ``arena`` is False)."""
+    """onnxruntime's CPU session of ctcop's float32 export with the options ctcop documents
+    (``ctcop.onnx.session_options``): ``threads`` intra-op threads, the CPU memory arena unless
+    ``arena`` is False."""
+    from ..onnx import session_options
+
     ort = framework("onnxruntime")
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = threads
-    options.enable_cpu_mem_arena = arena
+    options = session_options(threads, arena=arena)
     return ort.InferenceSession(_onnx_bytes(), options, providers=["CPUExecutionProvider"])
 
 

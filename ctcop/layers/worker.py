@@ -61,7 +61,12 @@ def _onnx_values(model: Any, names: list[str], feeds: dict[str, np.ndarray], req
     if request["runtime"] == "onnxruntime":
         import onnxruntime
 
-        session = onnxruntime.InferenceSession(extended.SerializeToString(), providers=["CPUExecutionProvider"])
+        from ..onnx import session_options
+
+        options = session_options()
+        session = onnxruntime.InferenceSession(
+            extended.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
         return list(session.run(names, {i.name: feeds[i.name] for i in session.get_inputs()}))
     from ..openvino.files import openvino_core
 
