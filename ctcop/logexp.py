@@ -7,7 +7,7 @@ part of the llvmlite wheels). These two are plain float64 arithmetic with a bit 
 widens them to the CPU's vector width, and, since numba does not contract ``a * b + c`` into a
 fused multiply-add without fast-math flags, every CPU computes the same bits.
 
-Accuracy (tests/test_logexp.py checks both against numpy over the whole domains the kernels use):
+Accuracy (tests/test_logexp.py checks both against the C library's over the whole domains the kernels use):
 
 * :func:`exp_nonpositive`: ``exp(d)`` for ``d <= 0``, within 1 ulp; exactly 0 for ``d < -700``
   (``exp(d) < 1e-304``; the kernels only add such a term to a sum that holds a term >= 2**-900,
