@@ -2,6 +2,7 @@
 finite and positive, that every implementation computes what ctcop computes on the bench's own
 inputs, and that what the bench reports about itself is right."""
 
+import importlib.util
 import json
 import math
 import os
@@ -71,8 +72,14 @@ def test_the_table_prints_the_head_a_block_per_shape_and_the_ratios(full_report)
     assert out.startswith("ctcop bench --quick: ") and "2 thread(s) for every implementation" in out
     for shape in shapes.QUICK:
         assert f"\n{shape.title}\n" in out
-    assert "c/pt64" in out and "ort/f32" in out and "| " in out
-    assert "optax32" in out and "compilation per shape and N" in out
+    assert "ort/f32" in out and "| " in out
+    # the columns and lines of the peers appear where the peers are installed (the peers extra)
+    if importlib.util.find_spec("torch") is not None:
+        assert "c/pt64" in out
+    else:
+        assert "torch-f32 (torch not installed)" in out
+    if importlib.util.find_spec("optax") is not None:
+        assert "optax32" in out and "compilation per shape and N" in out
     assert result.stderr.count("Traceback") == 0
 
 
