@@ -55,10 +55,13 @@ def test_the_default_selection_is_the_data_corpus_less_the_scale_cases() -> None
         assert {f"spec/{edge}/{dtype}" for dtype in DTYPES} <= names, edge
 
 
+CHOSEN = "spec/empty_targets/*,spec/infeasible_too_long/*,spec/logits_1e4/*,spec/hand_worked/*"
+
+
 def test_suite_survives_a_crashing_runtime_and_reports_it(tmp_path) -> None:
     out = tmp_path / "outcomes.json"
-    chosen = "spec/empty_targets/*,spec/infeasible_too_long/*,spec/logits_1e4/*,spec/hand_worked/*"
-    result = ctcop_cli("conformance", "--runtimes", "reference,openvino", "--select", chosen, "--json", str(out))
+    args = ("conformance", "--runtimes", "reference,openvino", "--select", CHOSEN, "--json", str(out))
+    result = ctcop_cli(*args, "--no-known-defects")
     assert result.returncode == 1, result.stderr
     assert re.search(r"^reference +16( +0){8} ", result.stdout, re.MULTILINE), result.stdout
     document = json.loads(out.read_text())
@@ -71,20 +74,46 @@ def test_suite_survives_a_crashing_runtime_and_reports_it(tmp_path) -> None:
     assert outcomes["openvino", "spec/logits_1e4/float32"]["status"] == "fail"  # D3
     assert outcomes["openvino", "spec/hand_worked/float32"]["status"] == "pass"
     assert len(outcomes) == 2 * 16
+    assert document["settings"]["known_defects"] is False and all(r["defect"] is None for r in document["results"])
     assert "openvino: crash on an empty target (killed by SIGSEGV)" in result.stdout
-    assert "spec 12.2 D1" in result.stdout and "spec 12.2 D3" in result.stdout
+    assert "Known defects" not in result.stdout
+
+
+def test_registered_defects_are_xfail_with_their_id_and_the_run_passes(tmp_path) -> None:
+    # The same run with the registry applied (the default): every openvino failure above is a
+    # registered defect, so the run exits 0 and the table counts them as xfail with their ids.
+    out = tmp_path / "outcomes.json"
+    result = ctcop_cli("conformance", "--runtimes", "reference,openvino", "--select", CHOSEN, "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    document = json.loads(out.read_text())
+    outcomes = {(r["runtime"], r["case"]): r for r in document["results"]}
+    for case_id, defect_id, status in [
+        ("spec/empty_targets/float32", "D1", "crash"),
+        ("spec/infeasible_too_long/float32", "D2", "error"),
+        ("spec/logits_1e4/float32", "D3", "fail"),
+        ("spec/hand_worked/float64", "D4", "fail"),
+    ]:
+        outcome = outcomes["openvino", case_id]
+        assert (outcome["status"], outcome["defect"]) == ("xfail", defect_id), outcome
+        assert outcome["message"].startswith(f"{defect_id} (spec ") and f"[{status}]" in outcome["message"]
+    passed = outcomes["openvino", "spec/hand_worked/float32"]
+    assert (passed["status"], passed["defect"]) == ("pass", None)
+    assert document["settings"]["known_defects"] is True
+    assert re.search(r"^openvino +3 +0 +0 +0 +0 +0 +13 +0 +0 ", result.stdout, re.MULTILINE), result.stdout
+    assert re.search(r"^  openvino: D1 +4  spec/empty_targets/", result.stdout, re.MULTILINE), result.stdout
+    assert "Failure classes" not in result.stdout
 
 
 def test_exit_codes(tmp_path) -> None:
     assert ctcop_cli("conformance", "--runtimes", "reference", "--select", "worked").returncode == 0
-    failing = ctcop_cli("conformance", "--runtimes", "openvino", "--select", "spec/logits_1e4/float32")
+    chosen = ("--runtimes", "openvino", "--select", "spec/logits_1e4/float32")
+    assert ctcop_cli("conformance", *chosen).returncode == 0  # D3, registered
+    failing = ctcop_cli("conformance", *chosen, "--no-known-defects")
     assert failing.returncode == 1, failing.stderr
     assert "[fail] spec/logits_1e4/float32" in failing.stdout
     known = tmp_path / "known.txt"
     known.write_text("openvino spec/logits_1e4/* spec 12.2 D3\n")
-    listed = ctcop_cli(
-        "conformance", "--runtimes", "openvino", "--cases", "spec/logits_1e4/float32", "--expected-failures", str(known)
-    )
+    listed = ctcop_cli("conformance", *chosen, "--no-known-defects", "--expected-failures", str(known))
     assert listed.returncode == 0, listed.stdout + listed.stderr
 
 

@@ -1,10 +1,12 @@
 """Failure classes: the table ``ctcop conformance`` prints after its counts.
 
-Every result that is not a pass, a skip or an expected failure is put into the first class of
-:data:`CLASSES` whose test it meets, from its status, its message and facts of its case (element
-type, empty targets, logits beyond the exponent's range, blank position). A class names the spec
-section or the runtime defect it is (spec 12.2 D1-D5, 11.4 rows) where one matches; the table
-gives per runtime and class the number of cases and the smallest case (fewest logits).
+Every result that is not a pass, a skip, an expected failure or a registered defect
+(:mod:`.known`) is put into the first class of :data:`CLASSES` whose test it meets, from its
+status, its message and facts of its case (element type, empty targets, logits beyond the
+exponent's range, blank position). A class names the spec section it departs from, or the
+registered upstream defect whose message it shows (an export's workaround that stopped working);
+the failure itself is not a registered one. The table gives per runtime and class the number of
+cases and the smallest case (fewest logits).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..defects import defect
+
 if TYPE_CHECKING:
     from .corpus import CorpusCase
 
 UNCLASSIFIED = ("pass", "skip", "xfail")
 _SAMPLE = re.compile(r"sample \d+: got (\S+), expected (\S+)")
 _EXCEPTION = re.compile(r"^(?:rejected: )?([A-Za-z_][\w.]*)(?::|$)")
-OVERFLOW_LOGIT = 88.0  # exp(88.7) overflows float32 (spec 12.2 D3)
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,8 @@ def _logits_shape(case: CorpusCase) -> list[int]:
 
 
 def _arrays(case: CorpusCase) -> tuple[bool, bool, bool, bool]:
-    """An empty target, a finite logit of magnitude >= :data:`OVERFLOW_LOGIT`, blank_index != C-1,
-    a sample with no frames."""
+    """An empty target, a finite logit of magnitude at least where float32's exp overflows (the
+    registry's evidence for D3), blank_index != C-1, a sample with no frames."""
     x = case.inputs
     if case.form == "spec":
         logits, labels = x["inputs"], np.asarray(x["labels"])
@@ -65,7 +68,7 @@ def _arrays(case: CorpusCase) -> tuple[bool, bool, bool, bool]:
         blank_moved = blank is not None and int(np.asarray(blank).ravel()[0]) != logits.shape[-1] - 1
     values = np.asarray(logits, dtype=np.float64)
     finite = values[np.isfinite(values)]
-    large = bool(finite.size and np.abs(finite).max() >= OVERFLOW_LOGIT)
+    large = bool(finite.size and np.abs(finite).max() >= defect("D3").evidence["logit_at_least"])
     return empty, large, blank_moved, no_frames
 
 
@@ -139,11 +142,11 @@ CLASSES: tuple[Class, ...] = (
     Class("xpass: passes though listed as an expected failure", "", _status("xpass")),
     Class("nondeterministic: two runs differ", "", _status("nondeterministic")),
     Class("timeout", "", _status("timeout")),
-    Class("crash on an empty target", "spec 12.2 D1", lambda r, f: r["status"] == "crash" and f.empty_target),
+    Class("crash on an empty target", "spec 4.4", lambda r, f: r["status"] == "crash" and f.empty_target),
     Class("crash", "", _status("crash")),
     Class(
         "raises on a target longer than its frames (+inf expected)",
-        "spec 4.4; OpenVINO: 12.2 D2",
+        "spec 4.4",
         lambda r, f: f.infeasible and _length_error(r),
     ),
     Class(
@@ -151,20 +154,18 @@ CLASSES: tuple[Class, ...] = (
         "spec 3.4, 7.3",
         lambda r, f: f.processed and _length_error(r),
     ),
-    Class("GatherElements over more than 64 classes", "spec 11.4 (onnx.reference)", _in_message("at most 64 array")),
-    Class("Scan over zero frames", "spec 11.4 (onnxruntime)", _in_message("dim0_offset")),
-    Class("buffer reuse planned from declared dims", "spec 11.4 (onnxruntime)", _in_message("re-use buffer")),
+    Class("GatherElements over more than 64 classes", "D14 (onnx.reference)", _in_message("at most 64 array")),
+    Class("Scan over zero frames", "D13 (onnxruntime)", _in_message("dim0_offset")),
+    Class("buffer reuse planned from declared dims", "D16 (onnxruntime)", _in_message("re-use buffer")),
     Class("accepts invalid input", "spec 3.1/3.3, 7.1/7.2", _in_message("accepted invalid input")),
     Class("gradient mismatch", "spec 5", lambda r, f: r["status"] == "fail" and r["message"].startswith("gradient")),
     Class(
         "+inf or NaN at large logits (no max subtracted)",
-        "spec 12.2 D3",
+        "spec 4.2",
         lambda r, f: f.large_logits and _pair(lambda g, e: not abs(g) < 3e38 and np.isfinite(e))(r, f),
     ),
-    Class(
-        "+inf saturated to a large finite value", "spec 12.2 D5", lambda r, f: f.dtype == "float64" and _saturated(r, f)
-    ),
-    Class("float64 computed in float32", "spec 12.2 D4", _float64_in_float32),
+    Class("+inf saturated to a large finite value", "spec 6", lambda r, f: f.dtype == "float64" and _saturated(r, f)),
+    Class("float64 computed in float32", "spec 6", _float64_in_float32),
     Class("blank_index != C-1", "spec 7", lambda r, f: f.blank_not_last and r["status"] in ("fail", "error")),
     Class(
         "wrong loss for a sample with no frames", "spec 3.2, 4.4", lambda r, f: r["status"] == "fail" and f.no_frames
@@ -210,7 +211,7 @@ def group(results: Sequence[Mapping[str, Any]], cases: Mapping[str, CorpusCase])
     known: dict[str, Facts] = {}
     groups: dict[tuple[str, str], Group] = {}
     for result in results:
-        if result["status"] in UNCLASSIFIED:
+        if result["status"] in UNCLASSIFIED or result.get("defect"):
             continue
         case = cases.get(result["case"])
         if result["case"] not in known:

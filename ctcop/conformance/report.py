@@ -10,12 +10,15 @@ line.
      "machine": {"cpu": model name, "isa": [flags of interest], "cores": int},
      "selection": {"patterns": [TAG|GLOB...] ([] = the default: all but scale), "shard": "K/N" | null,
                    "cases": int, "merged": ["1/2", ...] (merged reports only)},
-     "settings": {"jobs": int, "timeout_s": float, "runs": 2, "expected_failures": path | null},
+     "settings": {"jobs": int, "timeout_s": float, "runs": 2, "expected_failures": path | null,
+                  "known_defects": bool},
      "runtimes": [{"name", "description", "available": bool, "reason": null | why not}],
-     "results": [{"case", "runtime", "status", "max_abs_err", "max_rel_err", "message"}],
+     "results": [{"case", "runtime", "status", "defect": null | "D1"..., "max_abs_err", "max_rel_err",
+                  "message"}],
      "summary": {runtime: {status: count}}}
 
-``status`` is one of :data:`STATUSES`; ``max_abs_err`` / ``max_rel_err`` are the loss's (null when
+``status`` is one of :data:`STATUSES`; ``defect`` the registered defect (:mod:`ctcop.defects`)
+that made it an xfail or, not reproduced, an xpass; ``max_abs_err`` / ``max_rel_err`` are the loss's (null when
 no loss was compared); +inf, -inf and NaN are the strings "inf", "-inf", "nan". Results are in
 runtime order, then case id; an interrupted run holds the cases whose two evaluations finished.
 """
@@ -117,7 +120,7 @@ def document(
 ) -> str:
     """The ``--json`` text; ``environment`` holds ``versions``, ``machine``, ``selection`` and ``settings``."""
     rows = [
-        {**{k: result[k] for k in ("case", "runtime", "status")},
+        {**{k: result[k] for k in ("case", "runtime", "status")}, "defect": result.get("defect"),
          "max_abs_err": number(result.get("max_abs_err")), "max_rel_err": number(result.get("max_rel_err")),
          "message": str(result.get("message") or "")}
         for result in results
@@ -159,9 +162,15 @@ def merge(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> dict[str
     }
 
 
+def accepted(result: Mapping[str, Any]) -> bool:
+    """A pass, a skip, an expected failure, or a registered defect that did not reproduce (an
+    xpass with a ``defect``: re-measure); an xpass of the user's expected failures is a stale entry."""
+    return result["status"] in ACCEPTED or (result["status"] == "xpass" and bool(result.get("defect")))
+
+
 def exit_code(results: Sequence[Mapping[str, Any]]) -> int:
-    """0 when every result passed or was expected (pass, skip, xfail), else 1."""
-    return 0 if all(result["status"] in ACCEPTED for result in results) else 1
+    """0 when every result is :func:`accepted`, else 1."""
+    return 0 if all(accepted(result) for result in results) else 1
 
 
 # -- the table -----------------------------------------------------------------------------------
@@ -184,12 +193,12 @@ def format_table(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Mappin
 
 
 def format_problems(results: Sequence[Mapping[str, Any]], runtimes: Sequence[str], details: int) -> list[str]:
-    """The first ``details`` results per runtime that are not a pass or a skip."""
+    """The first ``details`` results per runtime that fail the run (not :func:`accepted`)."""
     lines: list[str] = []
     for name in runtimes:
-        problems = [r for r in results if r["runtime"] == name and r["status"] not in ("pass", "skip")]
+        problems = [r for r in results if r["runtime"] == name and not accepted(r)]
         if problems and details > 0:
-            lines += ["", f"{name}: {len(problems)} not passed, first {min(details, len(problems))}:"]
+            lines += ["", f"{name}: {len(problems)} failing the run, first {min(details, len(problems))}:"]
             lines += [f"  [{r['status']}] {r['case']}: {r['message']}" for r in problems[:details]]
     return lines
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import corpus, expected, registry, report, runner, shard
+from . import corpus, expected, known, registry, report, runner, shard
 
 
 class PlanError(ValueError):
@@ -27,13 +27,15 @@ class PlanError(ValueError):
 @dataclass
 class Plan:
     """What a run will do: ``listed`` runtimes (the chosen ones, available or not), the cases, the
-    selection it came from and the expected failures."""
+    selection it came from, the expected failures and the known defects applied (None: the raw
+    results)."""
 
     listed: list[registry.Entry]
     cases: list[corpus.CorpusCase]
     patterns: list[str]
     shard: tuple[int, int] | None
     expected: list[expected.Expected] = field(default_factory=list)
+    known: known.KnownDefects | None = None
 
     @property
     def runnable(self) -> dict[str, Any]:
@@ -75,6 +77,7 @@ def make_plan(
     patterns: Sequence[str],
     shard_spec: tuple[int, int] | None,
     expected_failures: Sequence[expected.Expected] = (),
+    known_defects: bool = True,
 ) -> Plan:
     try:
         entries = registry.discover(modules)
@@ -82,7 +85,8 @@ def make_plan(
         raise PlanError("runtime_module", str(error)) from None
     listed = choose(entries, names)
     cases = select_cases(patterns, shard_spec)
-    return Plan(listed, cases, list(patterns), shard_spec, list(expected_failures))
+    applied = known.default() if known_defects else None
+    return Plan(listed, cases, list(patterns), shard_spec, list(expected_failures), applied)
 
 
 def environment(plan: Plan, settings: runner.Settings, expected_path: str | None) -> dict[str, Any]:
@@ -97,17 +101,21 @@ def environment(plan: Plan, settings: runner.Settings, expected_path: str | None
             "timeout_s": settings.timeout_s,
             "runs": runner.RUNS,
             "expected_failures": None if expected_path is None else os.path.abspath(expected_path),
+            "known_defects": plan.known is not None,
         },
     }
 
 
 def run(plan: Plan, settings: runner.Settings, into: list[dict[str, Any]], progress: Callable[[Any], None]) -> None:
-    """Run the plan; results (expected failures applied) are appended to ``into`` as they come, so
-    that an interruption leaves what finished there."""
+    """Run the plan; results are appended to ``into`` as they come, so that an interruption leaves
+    what finished there. The expected failures of the user's file apply first; the known defects
+    apply to what they left unchanged."""
     tags: Mapping[str, Sequence[str]] = {case.id: case.tags for case in plan.cases}
 
     def on_result(result: dict[str, Any]) -> None:
         final = expected.apply(result, plan.expected, tags[result["case"]])
+        if plan.known is not None and final["status"] == result["status"]:
+            final = plan.known.apply(final, tags[result["case"]])
         into.append(final)
         progress(final)
 

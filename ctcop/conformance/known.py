@@ -1,0 +1,123 @@
+"""Known defects applied to conformance results (spec 10): the registry of :mod:`ctcop.defects`.
+
+A failing result is ``xfail`` with the defect's id when the defect lists its case for that
+runtime (measured on the registry's versions), or when one of the defect's ``also`` selectors
+(tags or case globs, where the defect may show on other CPUs) selects it, and its status is one
+the defect was measured with. A listed case that passes is ``xpass`` with a re-measure note: a
+registered defect that does not reproduce on the installed version is news to re-measure, not a
+failure of the run (:func:`ctcop.conformance.report.accepted`). Anything else stays as it is:
+an unregistered failure fails the run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..defects import Defect, registry, remeasure_note
+from .expected import FAILURES
+
+
+def _selects(selector: str, case: str, tags: Sequence[str]) -> bool:
+    return selector in tags or fnmatch.fnmatchcase(case, selector)
+
+
+@dataclass(frozen=True)
+class KnownDefects:
+    """The defects that apply to a run, indexed for lookup by runtime and case."""
+
+    listed: Mapping[tuple[str, str], Defect]
+    scoped: Sequence[Defect]
+
+    @classmethod
+    def of(cls, defects: Sequence[Defect]) -> KnownDefects:
+        listed: dict[tuple[str, str], Defect] = {}
+        for defect in defects:
+            for runtime, cases in defect.cases.items():
+                for case in cases:
+                    listed.setdefault((runtime, case), defect)
+        return cls(listed, [d for d in defects if d.also])
+
+    def claim(self, runtime: str, case: str, tags: Sequence[str], status: str) -> Defect | None:
+        """The defect that explains ``status`` of ``runtime`` on ``case``, or None."""
+        listed = self.listed.get((runtime, case))
+        if listed is not None and status in listed.statuses:
+            return listed
+        for defect in self.scoped:
+            if (
+                status in defect.statuses
+                and any(fnmatch.fnmatchcase(runtime, r) for r in defect.runtimes)
+                and any(_selects(s, case, tags) for s in defect.also)
+            ):
+                return defect
+        return None
+
+    def apply(self, result: Mapping[str, Any], tags: Sequence[str]) -> dict[str, Any]:
+        """``result`` with ``xfail`` or ``xpass`` and ``defect`` set where the registry speaks."""
+        out = dict(result)
+        runtime, case, status = result["runtime"], result["case"], result["status"]
+        if status in FAILURES:
+            defect = self.claim(runtime, case, tags, status)
+            if defect is not None:
+                out.update(status="xfail", defect=defect.id, message=f"{defect.label} [{status}] {result['message']}")
+        elif status == "pass" and (runtime, case) in self.listed:
+            defect = self.listed[runtime, case]
+            out.update(status="xpass", defect=defect.id, message=remeasure_note(defect, case))
+        return out
+
+
+def default() -> KnownDefects:
+    """ctcop's registry as a :class:`KnownDefects`."""
+    return KnownDefects.of(registry().defects)
+
+
+@dataclass
+class Group:
+    runtime: str
+    defect: str
+    status: str
+    count: int
+    smallest: str
+    elements: int
+
+
+def group(results: Sequence[Mapping[str, Any]], elements: Mapping[str, int]) -> list[Group]:
+    """The registered defects met (xfail) and not reproduced (xpass), per runtime in the results'
+    order, then defect number; ``elements`` gives the logits' size of a case (the smallest shown)."""
+    groups: dict[tuple[str, str, str], Group] = {}
+    for result in results:
+        defect = result.get("defect")
+        if not defect or result["status"] not in ("xfail", "xpass"):
+            continue
+        size = elements.get(result["case"], 0)
+        key = (result["runtime"], defect, result["status"])
+        item = groups.setdefault(key, Group(*key, 0, result["case"], size))
+        item.count += 1
+        if (size, result["case"]) < (item.elements, item.smallest):
+            item.smallest, item.elements = result["case"], size
+    order = {runtime: i for i, runtime in enumerate(dict.fromkeys(r["runtime"] for r in results))}
+    return sorted(groups.values(), key=lambda g: (g.status, order[g.runtime], int(g.defect[1:])))
+
+
+def format_groups(groups: Sequence[Group]) -> list[str]:
+    """The known-defect lines of the report: what reproduced, then what to re-measure."""
+    lines: list[str] = []
+    known = registry()
+    for status, heading in (
+        ("xfail", "Known defects (xfail; runtime: id, cases, smallest case [logits], departure):"),
+        ("xpass", "Re-measure (registered defects that did not reproduce on a listed case):"),
+    ):
+        chosen = [g for g in groups if g.status == status]
+        if not chosen:
+            continue
+        width = max(len(f"{g.runtime}: {g.defect}") for g in chosen)
+        lines += ["", heading]
+        for g in chosen:
+            defect = known[g.defect]
+            label = f"{g.runtime}: {g.defect}"
+            where = f"{defect.library.name} {defect.library.installed() or '?'}, measured on {defect.library.measured}"
+            text = defect.title if status == "xfail" else where
+            lines.append(f"  {label:<{width}}  {g.count:>4}  {g.smallest} [{g.elements}]  {text}")
+    return lines

@@ -1,0 +1,135 @@
+"""The registry applied to conformance results (spec 10.1), the JUnit and exit-code rules for
+registered defects, and the generated defect tables of the spec and the docs."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ctcop import defects
+from ctcop.conformance import expected, junit, known, report
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DOCUMENT = {
+    "schema": defects.SCHEMA,
+    "libraries": {"rt": {"distributions": ["no-such-distribution"], "measured": "1.0"}},
+    "defects": [
+        {
+            "id": "D1",
+            "library": "rt",
+            "kind": "defect",
+            "spec": "4.4",
+            "title": "crashes on an empty target",
+            "runtimes": ["rt"],
+            "statuses": ["crash"],
+            "cases": {"rt": ["spec/empty/float32", "spec/empty/float64"]},
+        },
+        {
+            "id": "D2",
+            "library": "rt",
+            "kind": "deliberate",
+            "spec": "6",
+            "title": "float64 in float32",
+            "runtimes": ["rt*"],
+            "statuses": ["fail"],
+            "also": ["float64"],
+        },
+    ],
+}
+
+
+def result(case: str, status: str, runtime: str = "rt") -> dict[str, str]:
+    return {"case": case, "runtime": runtime, "status": status, "message": "sample 0: got 1, expected 2"}
+
+
+@pytest.fixture
+def registered() -> known.KnownDefects:
+    return known.KnownDefects.of(list(defects.parse(DOCUMENT).defects))
+
+
+def test_a_listed_failure_with_a_measured_status_is_xfail_with_its_id(registered: known.KnownDefects) -> None:
+    got = registered.apply(result("spec/empty/float32", "crash"), ["float32"])
+    assert (got["status"], got["defect"]) == ("xfail", "D1")
+    assert got["message"] == "D1 (spec 4.4): crashes on an empty target [crash] sample 0: got 1, expected 2"
+    assert report.exit_code([got]) == 0
+
+
+def test_another_status_or_an_unlisted_case_or_runtime_still_fails(registered: known.KnownDefects) -> None:
+    for unexplained in [
+        result("spec/empty/float32", "fail"),  # D1 was measured as a crash
+        result("spec/other/float32", "crash"),  # not a listed case, not float64
+        result("spec/empty/float32", "crash", runtime="other"),
+    ]:
+        got = registered.apply(unexplained, ["float32"])
+        assert got == unexplained and "defect" not in got
+        assert report.exit_code([got]) == 1
+
+
+def test_also_selectors_cover_a_case_without_making_its_pass_an_xpass(registered: known.KnownDefects) -> None:
+    got = registered.apply(result("spec/any/float64", "fail", runtime="rt-ir"), ["float64", "spec"])
+    assert (got["status"], got["defect"]) == ("xfail", "D2")
+    assert "(spec 6, deliberate)" in got["message"]
+    passed = result("spec/any/float64", "pass")
+    assert registered.apply(passed, ["float64"]) == passed
+
+
+def test_a_listed_case_that_passes_is_a_re_measure_xpass_that_does_not_fail_the_run(
+    registered: known.KnownDefects,
+) -> None:
+    got = registered.apply(result("spec/empty/float64", "pass"), ["float64"])
+    assert (got["status"], got["defect"]) == ("xpass", "D1")
+    assert got["message"] == (
+        "re-measure: D1 no longer reproduces in spec/empty/float64 on rt an unknown version (measured on 1.0)"
+    )
+    assert report.accepted(got) and report.exit_code([got]) == 0
+    stale = expected.apply(result("spec/empty/float64", "pass"), expected.parse("rt spec/empty/* why"), [])
+    assert stale["status"] == "xpass" and not report.accepted(stale) and report.exit_code([stale]) == 1
+
+
+def test_junit_counts_a_registered_xpass_as_skipped_and_a_stale_one_as_a_failure(
+    registered: known.KnownDefects,
+) -> None:
+    remeasure = registered.apply(result("spec/empty/float64", "pass"), ["float64"])
+    stale = {**result("spec/x/float32", "xpass"), "message": "listed as an expected failure but passes"}
+    xml = ET.fromstring(junit.document([{"name": "rt", "available": True, "reason": None}], [remeasure, stale]))
+    suite = xml.find("testsuite")
+    assert suite is not None and (suite.get("failures"), suite.get("skipped")) == ("1", "1")
+
+
+def test_known_groups_list_xfail_and_re_measure_separately(registered: known.KnownDefects) -> None:
+    results = [
+        registered.apply(result("spec/empty/float32", "crash"), []),
+        registered.apply(result("spec/empty/float64", "pass"), []),
+    ]
+    groups = known.group(results, {"spec/empty/float32": 6, "spec/empty/float64": 6})
+    assert [(g.runtime, g.defect, g.status, g.count) for g in groups] == [
+        ("rt", "D1", "xfail", 1),
+        ("rt", "D1", "xpass", 1),
+    ]
+
+
+def test_the_registry_refuses_malformed_entries() -> None:
+    for broken, message in [
+        ({**DOCUMENT, "schema": "other"}, "not a ctcop-defects-1"),
+        ({**DOCUMENT, "defects": [DOCUMENT["defects"][0], DOCUMENT["defects"][0]]}, "unique"),
+        ({**DOCUMENT, "defects": [{**DOCUMENT["defects"][0], "statuses": ["pass"]}]}, "statuses"),
+        ({**DOCUMENT, "defects": [{**DOCUMENT["defects"][0], "cases": {"elsewhere": ["x"]}}]}, "cases must map"),
+        ({**DOCUMENT, "defects": [{**DOCUMENT["defects"][0], "library": "nope"}]}, "library must be"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            defects.parse(broken)
+
+
+@pytest.mark.parametrize("path", ["spec/ctcloss4.md", "docs/defects.md"])
+def test_the_defect_tables_are_rendered_from_the_registry(path: str) -> None:
+    text = (ROOT / path).read_text(encoding="utf-8")
+    assert "<!-- defects: " in text
+    assert defects.render_blocks(text) == text, f"run: python -m ctcop.defects {path}"
+
+
+def test_every_registered_id_appears_in_the_rendered_docs() -> None:
+    text = (ROOT / "docs/defects.md").read_text(encoding="utf-8")
+    assert all(f"| {d.id} |" in text for d in defects.registry().defects)
