@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctcop import defects
-from ctcop.conformance import expected, junit, known, report
+from ctcop.conformance import expected, junit, known, remeasure, report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,3 +133,27 @@ def test_the_defect_tables_are_rendered_from_the_registry(path: str) -> None:
 def test_every_registered_id_appears_in_the_rendered_docs() -> None:
     text = (ROOT / "docs/defects.md").read_text(encoding="utf-8")
     assert all(f"| {d.id} |" in text for d in defects.registry().defects)
+
+
+def test_remeasure_drops_cases_that_pass_takes_new_versions_and_lists_unregistered_failures() -> None:
+    raw = {
+        "settings": {"known_defects": False},
+        "versions": {"no-such-distribution": "2.0"},
+        "results": [
+            result("spec/empty/float32", "crash"),
+            result("spec/empty/float64", "pass"),
+            result("spec/hand_worked/float64", "fail", runtime="rt-ir"),  # D2 by its float64 selector
+            result("spec/hand_worked/float32", "fail"),
+        ],
+    }
+    updated, lines = remeasure.remeasure(DOCUMENT, raw)
+    assert updated["libraries"]["rt"]["measured"] == "2.0"
+    assert updated["defects"][0]["cases"] == {"rt": ["spec/empty/float32"]}
+    assert DOCUMENT["defects"][0]["cases"] == {"rt": ["spec/empty/float32", "spec/empty/float64"]}  # a copy
+    assert lines == [
+        "rt: measured on 1.0, now 2.0",
+        "D1 rt: no longer fails 1 case(s): spec/empty/float64",
+        "unregistered: rt spec/hand_worked/float32 [fail] sample 0: got 1, expected 2",
+    ]
+    with pytest.raises(ValueError, match="--no-known-defects"):
+        remeasure.remeasure(DOCUMENT, {**raw, "settings": {"known_defects": True}})

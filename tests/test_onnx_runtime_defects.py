@@ -1,17 +1,22 @@
-"""The runtime defects of spec 11.4, each on its smallest input, asserted to still exist.
+"""The onnx.reference and onnxruntime defects of spec 11.4 (registry ids D12-D20), each on its
+smallest input.
 
-The ONNX function is shaped around them; if a runtime release fixes one, its test fails and the
-workaround can be reconsidered.
+Each test checks a registered defect against the installed version (``reproduces``): on the
+version the registry was measured on the defect must show, on another one a defect that no longer
+shows is a re-measure warning. The ONNX function is shaped around these defects; a re-measure
+warning means its workaround can be reconsidered.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from registered import reproduces
 
 
 def _model(
@@ -26,22 +31,42 @@ def _model(
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
 
 
-@pytest.mark.filterwarnings("ignore:divide by zero")
-def test_onnx_reference_log_softmax_underflows() -> None:
+def _session(model: onnx.ModelProto, optimized: bool = True) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def _error(run: Callable[[], object]) -> str | None:
+    """The message of what ``run`` raises, None when it returns."""
+    try:
+        run()
+    except Exception as error:  # onnxruntime raises its own Fail, onnx.reference ValueError
+        return str(error)
+    return None
+
+
+def test_d12_onnx_reference_log_softmax_underflows() -> None:
     model = _model([helper.make_node("LogSoftmax", ["x"], ["y"])], [("x", TensorProto.DOUBLE)], "y")
-    (got,) = ReferenceEvaluator(model).run(None, {"x": np.array([0.0, -800.0])})
-    assert got[0] == 0.0 and got[1] == -np.inf  # exact: -800
+    with np.errstate(divide="ignore"):
+        (got,) = ReferenceEvaluator(model).run(None, {"x": np.array([0.0, -800.0])})
+    if reproduces("D12", got[1] != -800.0):
+        assert got[0] == 0.0 and got[1] == -np.inf  # exact: -800
 
 
-def test_onnx_reference_gather_elements_fails_beyond_64_choices() -> None:
+def test_d14_onnx_reference_gather_elements_fails_beyond_64_choices() -> None:
     node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=0)
     model = _model([node], [("x", TensorProto.DOUBLE), ("i", TensorProto.INT64)], "y")
-    data = np.arange(65.0)
-    with pytest.raises(ValueError, match="64"):
-        ReferenceEvaluator(model).run(None, {"x": data, "i": np.array([64])})
+    feeds = {"x": np.arange(65.0), "i": np.array([64])}
+    assert _session(model).run(None, feeds)[0].tolist() == [64.0]
+    message = _error(lambda: ReferenceEvaluator(model).run(None, feeds))
+    if reproduces("D14", message is not None):
+        assert "Need at least 0 and at most 64 array objects" in str(message)
 
 
-def test_onnx_reference_loop_stacks_scan_outputs_without_new_axis() -> None:
+def test_d18_onnx_reference_loop_stacks_scan_outputs_without_new_axis() -> None:
     body = helper.make_graph(
         [
             helper.make_node("Identity", ["c"], ["c_out"]),
@@ -69,10 +94,12 @@ def test_onnx_reference_loop_stacks_scan_outputs_without_new_axis() -> None:
     (onnxruntime,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, feeds
     )
-    assert onnxruntime.shape == (2, 2, 3) and reference.shape == (4, 3)
+    assert onnxruntime.shape == (2, 2, 3)
+    if reproduces("D18", reference.shape != (2, 2, 3)):
+        assert reference.shape == (4, 3)
 
 
-def test_onnxruntime_scan_fails_on_empty_scan_axis() -> None:
+def test_d13_onnxruntime_scan_fails_on_empty_scan_axis() -> None:
     body = helper.make_graph(
         [helper.make_node("Add", ["s", "x"], ["s_out"])],
         "body",
@@ -84,18 +111,14 @@ def test_onnxruntime_scan_fails_on_empty_scan_axis() -> None:
     )
     scan = helper.make_node("Scan", ["s0", "xs"], ["total"], body=body, num_scan_inputs=1)
     model = _model([scan], [("s0", TensorProto.FLOAT), ("xs", TensorProto.FLOAT)], "total", TensorProto.FLOAT)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    with pytest.raises(Exception, match="dim0_offset"):
-        session.run(None, {"s0": np.zeros(1, np.float32), "xs": np.zeros((0, 1), np.float32)})
+    session = _session(model)
+    assert session.run(None, {"s0": np.zeros(1, np.float32), "xs": np.ones((2, 1), np.float32)})[0].tolist() == [2.0]
+    message = _error(lambda: session.run(None, {"s0": np.zeros(1, np.float32), "xs": np.zeros((0, 1), np.float32)}))
+    if reproduces("D13", message is not None):
+        assert "Invalid dim0_offset of 0" in str(message)
 
 
-def _session(model: onnx.ModelProto) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
-def test_onnxruntime_drops_an_added_zero_and_keeps_negative_zero() -> None:
+def test_d15_onnxruntime_drops_an_added_zero_and_keeps_negative_zero() -> None:
     # Its optimizer removes ``x + 0`` (NoopElimination), which turns -0.0 into +0.0 in IEEE
     # arithmetic; the function writes its loss as ``0 - ln(mass)`` instead of Neg then + 0 (11.5).
     nodes = [
@@ -110,12 +133,15 @@ def test_onnxruntime_drops_an_added_zero_and_keeps_negative_zero() -> None:
         [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [1])],
         [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [1])],
     )
-    session = _session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9))
-    (got,) = session.run(None, {"x": np.array([0.0])})
-    assert np.signbit(got[0])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    (unoptimized,) = _session(model, optimized=False).run(None, {"x": np.array([0.0])})
+    assert unoptimized[0] == 0.0 and not np.signbit(unoptimized[0])
+    (got,) = _session(model).run(None, {"x": np.array([0.0])})
+    if reproduces("D15", bool(np.signbit(got[0]))):
+        assert got[0] == 0.0  # -0.0
 
 
-def test_onnxruntime_plans_buffers_from_declared_dim_params() -> None:
+def test_d16_onnxruntime_plans_buffers_from_declared_dim_params() -> None:
     # Two inputs declared [T, N] but fed different shapes: a buffer planned for one is reused for
     # the other and the run fails. The function's first operator on the mask and the labels is a
     # Slice (an output of no inferred shape), so shapes that disagree give NaN, not this error.
@@ -135,11 +161,13 @@ def test_onnxruntime_plans_buffers_from_declared_dim_params() -> None:
         [helper.make_tensor_value_info("y", floats, [])],
     )
     session = _session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9))
-    with pytest.raises(Exception, match="re-use buffer"):
-        session.run(None, {"a": np.ones((2, 3), np.float32), "b": np.ones((1, 3), np.int32)})
+    assert session.run(None, {"a": np.ones((2, 3), np.float32), "b": np.ones((2, 3), np.int32)})[0] == 0.0
+    message = _error(lambda: session.run(None, {"a": np.ones((2, 3), np.float32), "b": np.ones((1, 3), np.int32)}))
+    if reproduces("D16", message is not None):
+        assert "Shape mismatch attempting to re-use buffer" in str(message)
 
 
-def test_onnxruntime_log_depends_on_where_the_element_lies() -> None:
+def test_d17_onnxruntime_log_depends_on_where_the_element_lies() -> None:
     # Its float32 Log runs 4-wide vector code and a scalar log for the tail, and the two differ
     # in the last bit: a sample's loss alone can differ from its loss in a batch by rounding
     # (spec 11.5 claims bit identity only against the other samples' values).
@@ -147,4 +175,86 @@ def test_onnxruntime_log_depends_on_where_the_element_lies() -> None:
         _model([helper.make_node("Log", ["x"], ["y"])], [("x", TensorProto.FLOAT)], "y", TensorProto.FLOAT)
     )
     (got,) = session.run(None, {"x": np.full(5, 2.0924041, np.float32)})
-    assert got[0] != got[4]
+    if reproduces("D17", got[0] != got[4]):
+        assert (got[:4] == got[0]).all() and abs(got[4] - got[0]) == np.spacing(got[0])
+
+
+def _if_folding_model(dims: list[int | str]) -> onnx.ModelProto:
+    """``y = x + 3 (-x)`` for x of shape ``dims``: an If whose condition (the size of x is 2) is
+    constant once every dimension is fixed; its kept branch computes ``v = -x`` and holds a second
+    such If, whose kept branch is a Loop of 3 iterations adding ``v`` (read from the outer branch)."""
+    vi = helper.make_tensor_value_info
+    floats = TensorProto.FLOAT
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Add", ["s", "v"], ["s_out"])],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("s", floats, None)],
+        [vi("c_out", TensorProto.BOOL, []), vi("s_out", floats, None)],
+    )
+
+    def branch(name: str, nodes: list[onnx.NodeProto], output: str) -> onnx.GraphProto:
+        return helper.make_graph(nodes, name, [], [vi(output, floats, None)])
+
+    inner = helper.make_node(
+        "If",
+        ["cond"],
+        ["t"],
+        then_branch=branch("inner_then", [helper.make_node("Loop", ["n", "", "x"], ["looped"], body=body)], "looped"),
+        else_branch=branch("inner_else", [helper.make_node("Identity", ["x"], ["kept"])], "kept"),
+    )
+    outer = helper.make_node(
+        "If",
+        ["cond"],
+        ["y"],
+        then_branch=branch("outer_then", [helper.make_node("Neg", ["x"], ["v"]), inner], "t"),
+        else_branch=branch("outer_else", [helper.make_node("Identity", ["x"], ["e"])], "e"),
+    )
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("ReduceSum", ["shape"], ["size"], keepdims=0),
+        helper.make_node("Constant", [], ["two"], value=helper.make_tensor("two", TensorProto.INT64, [], [2])),
+        helper.make_node("Equal", ["size", "two"], ["cond"]),
+        helper.make_node("Constant", [], ["n"], value=helper.make_tensor("three", TensorProto.INT64, [], [3])),
+        outer,
+    ]
+    graph = helper.make_graph(nodes, "if_folding", [vi("x", floats, dims)], [vi("y", floats, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+def test_d19_onnxruntime_folding_an_if_loses_the_names_a_nested_loop_reads() -> None:
+    # ctcop's export avoids this (its Loops come after the emission If and read only values of the
+    # outer graph), so the defect is shown on a raw model of two nested Ifs and a Loop.
+    feeds = {"x": np.array([1.0, 2.0], np.float32)}
+    expected = [-2.0, -4.0]
+    assert _session(_if_folding_model(["N"])).run(None, feeds)[0].tolist() == expected
+    fixed = _if_folding_model([2])
+    assert _session(fixed, optimized=False).run(None, feeds)[0].tolist() == expected
+    session = _session(fixed)
+    message = _error(lambda: session.run(None, feeds))
+    if reproduces("D19", message is not None):
+        assert "Missing Input: v" in str(message)
+    else:
+        assert session.run(None, feeds)[0].tolist() == expected
+
+
+def _reduce_sum(axis: int) -> ort.InferenceSession:
+    """float64 ReduceSum over ``axis``."""
+    axes = helper.make_node("Constant", [], ["axes"], value=helper.make_tensor("axes", TensorProto.INT64, [1], [axis]))
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)
+    return _session(_model([axes, node], [("x", TensorProto.DOUBLE)], "y"))
+
+
+def test_d20_onnxruntime_middle_axis_reduction_rounds_by_batch_size() -> None:
+    # float64 [P, C, N] summed over C: one sample's sums alone (N = 1) and in a batch of 32 differ
+    # in the last bits (P >= 2; C = 300 classes). The same values as rows of classes ([P, N, C]
+    # over the last axis, as the function reduces) give the same bits for any N.
+    x = np.random.default_rng(0).standard_normal((2, 300, 32))
+    middle = _reduce_sum(1)
+    alone, batch = (middle.run(None, {"x": np.ascontiguousarray(x[:, :, :n])})[0][:, 0] for n in (1, 32))
+    rows = np.ascontiguousarray(x.transpose(0, 2, 1))
+    last = _reduce_sum(2)
+    assert np.array_equal(
+        last.run(None, {"x": np.ascontiguousarray(rows[:, :1])})[0][:, 0], last.run(None, {"x": rows})[0][:, 0]
+    )
+    if reproduces("D20", not np.array_equal(alone, batch)):
+        assert np.allclose(alone, batch, rtol=1e-14, atol=0)

@@ -1,0 +1,84 @@
+"""Re-measuring the registry of known defects against a raw report (spec 10.1).
+
+``python -m ctcop.conformance.remeasure RAW.json [--registry PATH] [--write]`` reads a report of
+``ctcop conformance --no-known-defects --json RAW.json`` made with newer upstream releases and
+says, per registered defect, which of its listed cases no longer fail (they are dropped), which
+libraries' versions changed (the registry takes the report's), and which failures no entry
+covers (new behaviour: a person gives each one an id, or finds a regression). With ``--write``
+the registry file is rewritten; the pins in ``.ci/constraints.txt`` and the generated tables
+(``python -m ctcop.defects docs/defects.md spec/ctcloss4.md``) are the maintainer's next steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+from ..defects import parse
+from . import corpus
+from .expected import FAILURES
+from .known import KnownDefects
+
+
+def remeasure(registry: dict[str, Any], report: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The registry document updated from the raw ``report``, and the lines that say what changed."""
+    if report.get("settings", {}).get("known_defects", False):
+        raise ValueError("the report has the registry applied: run ctcop conformance --no-known-defects")
+    status = {(r["runtime"], r["case"]): r["status"] for r in report["results"]}
+    updated, lines = json.loads(json.dumps(registry)), []
+    versions = report.get("versions", {})
+    for name, library in updated["libraries"].items():
+        found = next((versions[d] for d in map(_canonical, library["distributions"]) if d in versions), None)
+        if found is not None and found != library["measured"]:
+            lines.append(f"{name}: measured on {library['measured']}, now {found}")
+            library["measured"] = found
+    for entry in updated["defects"]:
+        for runtime, cases in entry.get("cases", {}).items():
+            kept = [c for c in cases if status.get((runtime, c), "fail") in FAILURES]
+            gone = sorted(set(cases) - set(kept))
+            if gone:
+                lines.append(f"{entry['id']} {runtime}: no longer fails {len(gone)} case(s): {', '.join(gone[:5])}")
+            entry["cases"][runtime] = kept
+    known = KnownDefects.of(list(parse(updated).defects))
+    tags = {case.id: case.tags for case in corpus.load_all()}
+    for result in report["results"]:
+        claimed = known.apply(result, tags.get(result["case"], ()))["status"] != result["status"]
+        if result["status"] in FAILURES and not claimed:
+            lines.append(f"unregistered: {result['runtime']} {result['case']} [{result['status']}] {result['message']}")
+    return updated, lines
+
+
+def _canonical(name: str) -> str:
+    return name.replace("_", "-").replace(".", "-").lower()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ctcop.conformance.remeasure", description=__doc__)
+    parser.add_argument("report", help="a --json report of ctcop conformance --no-known-defects")
+    parser.add_argument("--registry", help="the registry file (default: the package's defects.json)")
+    parser.add_argument("--write", action="store_true", help="rewrite the registry file")
+    args = parser.parse_args(argv)
+    path = args.registry or str(resources.files("ctcop").joinpath("data", "defects.json"))
+    with open(path, encoding="utf-8") as file:
+        registry = json.load(file)
+    with open(args.report, encoding="utf-8") as file:
+        report = json.load(file)
+    try:
+        updated, lines = remeasure(registry, report)
+    except ValueError as error:
+        print(f"remeasure: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(lines) or "the registry matches the report")
+    if args.write:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(json.dumps(updated, indent=1) + "\n")
+        print(f"wrote {path}")
+    return 1 if any(line.startswith("unregistered:") for line in lines) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
