@@ -275,7 +275,10 @@ def _export(args: argparse.Namespace) -> int:
 
 
 _WRITERS = ("write_corpus", "write_onnx_tests", "write_ir_tests")
-_RUN_ONLY = ["runtimes", "runtime_module", "jobs", "timeout", "json", "junit", "expected_failures", "details", "strict"]
+_RUN_ONLY = [
+    "runtimes", "runtime_module", "jobs", "timeout", "json", "junit", "expected_failures", "no_known_defects",
+    "details", "strict",
+]  # fmt: skip
 
 
 def _writing(args: argparse.Namespace) -> str | None:
@@ -319,7 +322,12 @@ def _plan(args: argparse.Namespace, expected_failures: list[Any]) -> Any:
 
     try:
         return suite.make_plan(
-            args.runtimes, args.runtime_module or [], _selection(args), args.shard, expected_failures
+            args.runtimes,
+            args.runtime_module or [],
+            _selection(args),
+            args.shard,
+            expected_failures,
+            known_defects=not args.no_known_defects,
         )
     except suite.PlanError as error:
         raise InvalidInputError(error.option, str(error)) from None
@@ -356,11 +364,13 @@ def _plan_cases(args: argparse.Namespace) -> list[Any]:
 
 
 def _print_report(runtimes: list[Any], results: list[Any], cases: dict[str, Any], head: str, details: int) -> None:
-    from .conformance import classes, report
+    from .conformance import classes, known, report
 
     names = [runtime["name"] for runtime in runtimes]
     lines = [head, "", *report.format_table(runtimes, results)]
     lines += report.format_problems(results, names, details)
+    sizes = {case_id: classes.facts(case).elements for case_id, case in cases.items()}
+    lines += known.format_groups(known.group(results, sizes))
     lines += classes.format_classes(classes.group(results, cases))
     print("\n".join(lines))
 
@@ -413,6 +423,26 @@ def _conformance(args: argparse.Namespace) -> int:
         interrupted.report = args.json
         raise interrupted
     return report.exit_code(results)
+
+
+def _defects(args: argparse.Namespace) -> int:
+    """The registry of known defects (``ctcop defects``): one line each, or the spec's tables."""
+    from .defects import markdown, registry
+
+    known = registry()
+    if args.markdown:
+        print(markdown(list(known.defects)))
+        return 0
+    for library in known.libraries.values():
+        installed = library.installed()
+        state = "not installed" if installed is None else f"installed {installed}"
+        if installed is not None and installed != library.measured:
+            state += ": re-measure"
+        print(f"{library.name} (measured on {library.measured}, {state})")
+        for entry in known.of_library(library.name):
+            kind = " (deliberate)" if entry.kind == "deliberate" else ""
+            print(f"  {entry.id:<4} {','.join(entry.runtimes) or '-'}: {entry.title}{kind}")
+    return 0
 
 
 def _merge(args: argparse.Namespace) -> int:
@@ -492,6 +522,8 @@ def _evaluate(args: argparse.Namespace, state: dict[str, Any]) -> list[Any]:
     if runtime == "onnxruntime" and opened.file.kind == "ir":
         raise InvalidInputError("runtime", "onnxruntime runs ONNX files only; an IR runs on openvino")
     state["runtime"] = runtime
+    if runtime == "onnxruntime":
+        _refuse_ignored(args, ["precision"], "with onnxruntime (it is OpenVINO's inference precision)")
     if runtime == "openvino":
         from .openvino.files import checked_device
 
@@ -500,8 +532,8 @@ def _evaluate(args: argparse.Namespace, state: dict[str, Any]) -> list[Any]:
         chosen = feeds.checked_feeds(files.load_inputs(args.inputs), opened.inputs)
     else:
         chosen = feeds.random_feeds(opened.inputs, list(opened.layers), 0 if args.seed is None else args.seed)
-    kind, device = opened.file.kind, state["device"]
-    evaluate.evaluate_layers(args.model, kind, layers, chosen, runtime, device, into=state["results"])
+    kind, device, precision = opened.file.kind, state["device"], args.precision or "declared"
+    evaluate.evaluate_layers(args.model, kind, layers, chosen, runtime, device, state["results"], precision)
     return list(state["results"])
 
 
@@ -664,6 +696,11 @@ def _conformance_parser(suite: argparse.ArgumentParser) -> None:
     runs.add_argument("--jobs", type=_integer(1, MAX_JOBS), help="worker processes (default: the CPUs)")
     runs.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="per evaluation (default 120)")
     runs.add_argument("--expected-failures", metavar="FILE", help="known failures: xfail, or xpass when they pass")
+    runs.add_argument(
+        "--no-known-defects",
+        action="store_true",
+        help="do not apply ctcop's registry of known defects (ctcop defects): every failure counts",
+    )
     out = suite.add_argument_group("reports")
     out.add_argument("--details", type=_integer(0, MAX_DETAILS), help="problems listed per runtime (default 5)")
     out.add_argument("--json", help="write the report (schema ctcop-conformance-2) to this file")
@@ -712,6 +749,11 @@ def _eval_parser(evaluator: argparse.ArgumentParser) -> None:
         "--runtime", choices=["openvino", "onnxruntime"], help="default: openvino for IR, onnxruntime for ONNX"
     )
     evaluator.add_argument("--device", type=_pattern("OpenVINO device", _DEVICE), help="OpenVINO device (default CPU)")
+    evaluator.add_argument(
+        "--precision",
+        choices=["declared", "native"],
+        help="OpenVINO's inference precision: the layer's declared type (default) or the device's default",
+    )
     evaluator.add_argument("--json", help="write the results to this file")
     evaluator.set_defaults(run=_eval)
 
@@ -785,6 +827,9 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
     )
+    defects = commands.add_parser("defects", help="the registry of known runtime defects conformance and eval apply")
+    defects.add_argument("--markdown", action="store_true", help="the table the spec and docs show")
+    defects.set_defaults(run=_defects)
     checker = commands.add_parser("validate", help="list and statically check the CTCLoss layers of an IR/ONNX file")
     checker.add_argument("model", help="an IR .xml (its .bin beside it) or an .onnx file")
     checker.set_defaults(run=_validate)

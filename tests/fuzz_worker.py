@@ -62,11 +62,14 @@ def _core(extensions: bool) -> Any:
     return core
 
 
-def _compiled(core: Any, write: Any, name: str) -> Any:
+def _compiled(core: Any, write: Any, name: str, dtype: str) -> Any:
+    """The model ``write`` writes, compiled at the precision its ``dtype`` logits declare (spec 13)."""
+    from ctcop.openvino import declared_precision_config
+
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, name)
         write(path)
-        return core.compile_model(core.read_model(path), "CPU")
+        return core.compile_model(core.read_model(path), "CPU", declared_precision_config(core, "CPU", dtype))
 
 
 @cache
@@ -90,13 +93,13 @@ def _model(runtime: str, key: Key) -> Any:
             with open(path, "wb") as file:
                 file.write(_onnx_bytes(key))
 
-        compiled = _compiled(_core(True), write_onnx, "ctc.onnx")
+        compiled = _compiled(_core(True), write_onnx, "ctc.onnx", key[0])
     else:
         from ctcop.openvino import ir_model, save_ir
 
         form = {"openvino-ir": "lowered", "openvino-custom": "custom"}[runtime]
         model = ir_model(form=form, **_options(key))
-        compiled = _compiled(_core(form == "custom"), lambda path: save_ir(model, path), "ctc.xml")
+        compiled = _compiled(_core(form == "custom"), lambda path: save_ir(model, path), "ctc.xml", key[0])
     return lambda x, m, y: compiled([x, m, y])[0]
 
 

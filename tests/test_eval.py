@@ -3,6 +3,7 @@ OpenVINO's released CTCLoss-4 fed by a small acoustic model, and ctcop's ONNX ex
 model; and broken variants of each."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -15,7 +16,10 @@ import pytest
 from models import onnx_acoustic_model
 
 import ctcop
+from ctcop.defects import defect
+from ctcop.layers.evaluate import LayerResult, precision_cause
 from ctcop.onnx import attach_onnx, save_onnx
+from ctcop.openvino import declared_precision_config
 
 T, N, FEATURES, C = 8, 3, 6, 5
 
@@ -24,16 +28,24 @@ def ctcop_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=600)
 
 
-def released_ir(path, *, shift: float = 0.0, blank_zero_unique: bool = False, layers: int = 1) -> tuple:
-    """features [N, T, 6] -> MatMul -> Add (+ shift) -> logits [N, T, 5] -> CTCLoss-4 (x ``layers``);
-    returns the weights and bias."""
+def released_ir(
+    path,
+    *,
+    shift: float = 0.0,
+    blank_zero_unique: bool = False,
+    layers: int = 1,
+    width: int = FEATURES,
+    compress_to_fp16: bool = True,
+) -> tuple:
+    """features [N, T, width] -> MatMul -> Add (+ shift) -> logits [N, T, 5] -> CTCLoss-4 (x ``layers``),
+    saved with openvino.save_model's ``compress_to_fp16``; returns the weights and bias."""
     rng = np.random.default_rng(3)
-    features = ops.parameter([N, T, FEATURES], np.float32, name="features")
+    features = ops.parameter([N, T, width], np.float32, name="features")
     lengths = [ops.parameter([N], np.int32, name=name) for name in ("logit_length", "label_length")]
     labels = ops.parameter([N, T], np.int32, name="labels")
     for node in (features, labels, *lengths):
         node.output(0).get_tensor().set_names({node.get_friendly_name()})
-    weights = rng.normal(size=(FEATURES, C)).astype(np.float32)
+    weights = rng.normal(size=(width, C)).astype(np.float32)
     bias = (rng.normal(size=C) + shift).astype(np.float32)
     logits = ops.add(ops.matmul(features, ops.constant(weights), False, False), ops.constant(bias))
     extra = [ops.constant(np.int32(0))] if blank_zero_unique else []
@@ -44,16 +56,17 @@ def released_ir(path, *, shift: float = 0.0, blank_zero_unique: bool = False, la
         )
         loss.set_friendly_name(f"ctc_loss_{k}")
         results.append(ops.result(loss))
-    openvino.save_model(openvino.Model(results, [features, lengths[0], labels, lengths[1]]), str(path))
+    model = openvino.Model(results, [features, lengths[0], labels, lengths[1]])
+    openvino.save_model(model, str(path), compress_to_fp16=compress_to_fp16)
     return weights, bias
 
 
-def inputs_npz(path, label_length=(2, 1, 3), blank: int = C - 1) -> None:
+def inputs_npz(path, label_length=(2, 1, 3), blank: int = C - 1, width: int = FEATURES) -> None:
     rng = np.random.default_rng(5)
     classes = [c for c in range(C) if c != blank]
     np.savez(
         path,
-        features=rng.normal(size=(N, T, FEATURES)).astype(np.float32),
+        features=rng.normal(size=(N, T, width)).astype(np.float32),
         logit_length=np.array([8, 6, 5], np.int32),
         labels=np.array(classes, np.int32)[rng.integers(0, C - 1, size=(N, T))],
         label_length=np.array(label_length, np.int32),
@@ -73,15 +86,130 @@ def test_eval_agrees_with_the_reference_where_openvino_is_right(tmp_path) -> Non
     (layer,) = report["layers"]
     assert layer["form"] == "released" and layer["verdict"] == "agree" and report["runtime"] == "openvino"
     assert len(layer["reference"]) == N and layer["max_rel_err"] < 1e-5
-    # The runtime column is what plain OpenVINO gives for the whole model.
+    assert layer["precision"] == "declared" and layer["compiled_precision"] == "f32"
+    # The runtime column is what plain OpenVINO gives for the whole model at its declared float32.
     data = dict(np.load(tmp_path / "inputs.npz"))
-    direct = openvino.Core().compile_model(str(tmp_path / "model.xml"), "CPU")(data)[0]
-    np.testing.assert_allclose(layer["runtime"], direct, rtol=1e-6)
-    # The reference column is the reference on the logits the model computes; here they are
-    # recomputed in float64 (OpenVINO's MatMul may run in bfloat16 on this CPU: about 1e-3).
-    logits = data["features"].astype(np.float64) @ weights + bias
+    core = openvino.Core()
+    direct = core.compile_model(str(tmp_path / "model.xml"), "CPU", declared_precision_config(core, "CPU", "f32"))
+    np.testing.assert_allclose(layer["runtime"], direct(data)[0], rtol=1e-6)
+    # The reference column is the reference on the logits the model computes in float32 (spec 13),
+    # here recomputed in float64 from the weights as the IR stores them (save_model's default
+    # compresses constants to float16).
+    stored_weights, stored_bias = (w.astype(np.float16).astype(np.float64) for w in (weights, bias))
+    logits = data["features"].astype(np.float64) @ stored_weights + stored_bias
     alone = ctcop.openvino_ctc_loss(logits, data["logit_length"], data["labels"], data["label_length"])
-    np.testing.assert_allclose(layer["reference"], alone, rtol=1e-2)
+    np.testing.assert_allclose(layer["reference"], alone, rtol=1e-5)
+
+
+def native_precision(model_path: str) -> str:
+    """The inference precision OpenVINO's CPU plugin compiles ``model_path`` at without a hint."""
+    compiled = openvino.Core().compile_model(model_path, "CPU")
+    return str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
+
+
+def tensorflow_model(folder, width: int = 64) -> np.ndarray:
+    """A Keras Dense layer feeding ``tf.compat.v1.nn.ctc_loss`` (sparse labels, time-major), saved as
+    a SavedModel (a tf.Module's tf.function with an input signature), converted by OpenVINO's
+    TensorFlow frontend and written as ``folder/model.xml``, with its inputs in
+    ``folder/inputs.npz``; returns TensorFlow's own loss on them."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(11)
+    dense = tf.keras.layers.Dense(C)
+    dense.build((None, width))
+    dense.set_weights([rng.normal(size=(width, C)).astype(np.float32) / 4, rng.normal(size=C).astype(np.float32)])
+    signature = [
+        tf.TensorSpec([T, N, width], tf.float32, name="features"),
+        tf.TensorSpec([N], tf.int32, name="sequence_length"),
+        tf.TensorSpec([None, 2], tf.int64, name="label_indices"),
+        tf.TensorSpec([None], tf.int32, name="label_values"),
+        tf.TensorSpec([2], tf.int64, name="label_shape"),
+    ]
+
+    class CTCModel(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense = dense
+
+        @tf.function(input_signature=signature)
+        def __call__(self, features, sequence_length, label_indices, label_values, label_shape):
+            labels = tf.SparseTensor(label_indices, label_values, label_shape)
+            return tf.compat.v1.nn.ctc_loss(labels, self.dense(features), sequence_length, time_major=True)
+
+    targets = [[0, 1, 1], [2], [3, 0, 2, 1]]  # the blank is C - 1
+    inputs = {
+        "features": rng.normal(size=(T, N, width)).astype(np.float32),
+        "sequence_length": np.array([8, 6, 7], np.int32),
+        "label_indices": np.array([[i, j] for i, t in enumerate(targets) for j in range(len(t))], np.int64),
+        "label_values": np.array([c for t in targets for c in t], np.int32),
+        "label_shape": np.array([N, max(map(len, targets))], np.int64),
+    }
+    model = CTCModel()
+    tf.saved_model.save(model, str(folder / "saved"))
+    converted = openvino.convert_model(str(folder / "saved"))
+    openvino.save_model(converted, str(folder / "model.xml"), compress_to_fp16=False)
+    np.savez(folder / "inputs.npz", **inputs)
+    return model(**inputs).numpy()
+
+
+def test_eval_of_a_tensorflow_model_compares_at_its_declared_precision(tmp_path) -> None:
+    expected = tensorflow_model(tmp_path)
+    model, inputs = str(tmp_path / "model.xml"), str(tmp_path / "inputs.npz")
+    out = tmp_path / "declared.json"
+    result = ctcop_cli("eval", model, "--inputs", inputs, "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "precision declared, compiled f32" in result.stdout
+    (layer,) = json.loads(out.read_text())["layers"]
+    assert layer["verdict"] == "agree" and (layer["precision"], layer["compiled_precision"]) == ("declared", "f32")
+    np.testing.assert_allclose(layer["reference"], expected, rtol=1e-5)  # the model's float32 truth
+    # What a deployment computes: the CPU's default precision, read back from OpenVINO.
+    native = native_precision(model)
+    out = tmp_path / "native.json"
+    result = ctcop_cli("eval", model, "--inputs", inputs, "--precision", "native", "--json", str(out))
+    (layer,) = json.loads(out.read_text())["layers"]
+    assert (layer["precision"], layer["compiled_precision"]) == ("native", native), result.stdout
+    if native == "f32":
+        assert layer["verdict"] == "agree", result.stdout
+    else:
+        assert native in ("bf16", "f16") and layer["verdict"] in ("agree", "disagree"), result.stdout
+        if layer["verdict"] == "disagree":
+            assert layer["cause"].startswith(f"runtime ran in {native}"), layer["cause"]
+
+
+def test_a_disagreement_at_a_reduced_native_precision_is_evaluated_at_the_declared_one(tmp_path) -> None:
+    # Logits from a wide MatMul of float32 weights: where the CPU's default precision is bfloat16,
+    # the model up to the layer and the model up to its loss round them differently.
+    released_ir(tmp_path / "model.xml", width=64, compress_to_fp16=False)
+    inputs_npz(tmp_path / "inputs.npz", width=64)
+    model, out = str(tmp_path / "model.xml"), tmp_path / "native.json"
+    result = ctcop_cli(
+        "eval", model, "--inputs", str(tmp_path / "inputs.npz"), "--precision", "native", "--json", str(out)
+    )
+    (layer,) = json.loads(out.read_text())["layers"]
+    native = native_precision(model)
+    assert layer["compiled_precision"] == native, result.stdout
+    if layer["verdict"] == "disagree":
+        assert native in ("bf16", "f16"), result.stdout
+        pattern = rf"runtime ran in {native}: agrees at the declared f32 \(max rel err \S+\); the difference is "
+        assert re.match(pattern, layer["cause"]) and "sample " in layer["cause"], layer["cause"]
+    else:
+        assert layer["verdict"] == "agree", result.stdout
+
+
+def test_precision_cause_says_what_the_declared_precision_showed() -> None:
+    at_declared = LayerResult("ctc", "released", {}, verdict="agree", max_rel_err=3.1e-7, compiled_precision="f32")
+    assert precision_cause("bf16", "float32", at_declared) == (
+        "runtime ran in bf16: agrees at the declared f32 (max rel err 3.1e-07); "
+        "the difference is bf16's rounding of the model before the layer"
+    )
+    at_declared.verdict, at_declared.max_rel_err = "disagree", 0.25
+    assert precision_cause("f16", "float32", at_declared) == (
+        "runtime ran in f16 and still disagrees at the declared f32 (max rel err 2.5e-01)"
+    )
+    at_declared.verdict, at_declared.max_rel_err = "crash", None
+    assert precision_cause("bf16", "float64", at_declared) == (
+        "runtime ran in bf16; at the declared f64 (compiled f32) the verdict is crash"
+    )
 
 
 def test_eval_reports_the_d3_defect_with_its_cause(tmp_path) -> None:
@@ -89,7 +217,8 @@ def test_eval_reports_the_d3_defect_with_its_cause(tmp_path) -> None:
     inputs_npz(tmp_path / "inputs.npz")
     result = ctcop_cli("eval", str(tmp_path / "model.xml"), "--inputs", str(tmp_path / "inputs.npz"))
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "verdict DISAGREE" in result.stdout and "spec 12.2 D3: largest logit" in result.stdout
+    assert "verdict DISAGREE" in result.stdout
+    assert f"cause: {defect('D3').label} — largest logit 2" in result.stdout
 
 
 def test_eval_survives_the_kernel_crash_on_an_empty_target(tmp_path) -> None:
@@ -102,8 +231,8 @@ def test_eval_survives_the_kernel_crash_on_an_empty_target(tmp_path) -> None:
     assert result.returncode == 1
     layers = json.loads(out.read_text())["layers"]
     assert [layer["verdict"] for layer in layers] == ["crash", "crash"]
-    assert "D1: sample 1 has an empty target" in layers[0]["cause"]
-    assert layers[0]["reference"][1] == pytest.approx(layers[0]["reference"][1])  # a number, not a crash
+    assert layers[0]["cause"].startswith(f"{defect('D1').label} — sample 1 has an empty target (label_length 0)")
+    assert 0 < layers[0]["reference"][1] < np.inf  # the reference of the empty target is a number
 
 
 def test_eval_with_blank_zero_constant_and_unique_and_random_inputs(tmp_path) -> None:
@@ -133,7 +262,12 @@ def test_eval_of_a_ctcop_onnx_export_attached_to_a_model(tmp_path) -> None:
         assert result.returncode == 0, result.stdout + result.stderr
         (layer,) = json.loads(out.read_text())["layers"]
         assert layer["form"] == "ctcop-onnx" and layer["verdict"] == "agree"
+        # onnxruntime computes the model's own types: no inference precision to report (spec 13)
+        expected = ("declared", "f32") if runtime == "openvino" else (None, None)
+        assert (layer["precision"], layer["compiled_precision"]) == expected
     assert len(layer["reference"]) == N and all(np.isfinite(layer["reference"]))
+    refused = ctcop_cli("eval", str(path), "--inputs", str(tmp_path / "in.npz"), "--precision", "native")
+    assert refused.returncode == 2 and "--precision is ignored with onnxruntime" in refused.stderr
 
 
 def test_validate_finds_a_broken_layer(tmp_path) -> None:

@@ -14,7 +14,7 @@ from runtime_check import assert_runtime_matches, run
 import ctcop
 from ctcop.conformance.cases import edge_cases, random_cases
 from ctcop.conformance.runtimes import RUNTIMES
-from ctcop.openvino import attach_openvino, ir_model, openvino_core, save_ir
+from ctcop.openvino import attach_openvino, declared_precision_config, ir_model, openvino_core, save_ir
 
 
 @pytest.mark.parametrize("runtime", ["openvino-ir", "openvino-custom"])
@@ -65,7 +65,7 @@ FRESH_PROCESS = textwrap.dedent(
     import numpy as np
     import openvino
     data = np.load(sys.argv[2])
-    compiled = openvino.Core().compile_model(sys.argv[1], "CPU")
+    compiled = openvino.Core().compile_model(sys.argv[1], "CPU", json.loads(sys.argv[3]))
     out = {}
     for name in sorted({key.split("/")[0] for key in data.files}):
         feeds = [data[name + "/inputs"], data[name + "/sequence_mask"], data[name + "/labels"]]
@@ -92,8 +92,9 @@ def test_lowered_ir_runs_in_a_fresh_process_without_ctcop(tmp_path) -> None:
     np.savez(tmp_path / "cases.npz", **arrays)
     script = tmp_path / "run.py"
     script.write_text(FRESH_PROCESS)
+    config = json.dumps(declared_precision_config(openvino.Core(), "CPU", "float32"))  # spec 13
     result = subprocess.run(
-        [sys.executable, "-I", str(script), str(xml), str(tmp_path / "cases.npz")],
+        [sys.executable, "-I", str(script), str(xml), str(tmp_path / "cases.npz"), config],
         capture_output=True,
         text=True,
         timeout=300,
@@ -110,7 +111,7 @@ def test_attach_adds_loss_to_an_openvino_model(form: str) -> None:
     model = attach_openvino(acoustic_model(), "logits", form=form, attributes={"preprocess_collapse_repeated": True})
     assert [i.get_any_name() for i in model.inputs] == ["features", "sequence_mask", "labels"]
     assert [o.get_any_name() for o in model.outputs] == ["logits", "loss"]
-    compiled = openvino_core().compile_model(model, "CPU")
+    compiled = openvino_core().compile_model(model, "CPU", declared_precision_config(openvino_core(), "CPU", "float32"))
     features = np.random.default_rng(1).normal(size=(8, 3, 6)).astype(np.float32)
     mask = (np.arange(8)[:, None] < np.array([8, 5, 0])[None, :]).astype(np.int32)
     labels = np.array([[1, 1, 2, -1, -1, -1, -1, -1], [-1, 3, -1, 3, -1, -1, -1, -1], [-1] * 8])

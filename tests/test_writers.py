@@ -20,6 +20,7 @@ from ml_dtypes import bfloat16
 from onnx import numpy_helper
 
 from ctcop.conformance import corpus, writers
+from ctcop.openvino import declared_precision_config
 
 BY_ID = {case.id: case for case in corpus.load_all()}
 SPEC = ["spec/hand_worked/float32", "spec/interior_pads_collapse/float16", "spec/many_classes_02_nomerge/float32"]
@@ -111,7 +112,8 @@ def test_ir_tests_run_on_plain_openvino(ir_folder: Path) -> None:
     for path in manifests:
         folder, manifest = path.parent, json.loads(path.read_text())
         assert manifest["format"] == writers.IR_TEST_FORMAT and folder == ir_folder.joinpath(*manifest["id"].split("/"))
-        compiled = core.compile_model(core.read_model(str(folder / "model.xml")), "CPU")
+        config = declared_precision_config(core, "CPU", manifest["tolerance"]["dtype"])
+        compiled = core.compile_model(core.read_model(str(folder / "model.xml")), "CPU", config)
         inputs = [read_npy(folder, entry) for entry in manifest["inputs"]]
         assert [port.get_any_name() for port in compiled.inputs] == [entry["name"] for entry in manifest["inputs"]]
         if manifest["expect"] == "reject":

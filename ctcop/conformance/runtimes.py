@@ -16,7 +16,8 @@ Released-form cases (spec 7): the reference evaluates them with ``openvino_ctc_l
 ``openvino`` runtime hands the case's own inputs to OpenVINO's CTCLoss-4 (no adapter); the ONNX
 runtimes run :func:`ctcop.onnx.released.released_model` (standard operators in front of ctcop's
 node); ctcop's IR layers implement the time-major form only (Unsupported). bfloat16 logits are
-Unsupported where ctcop's export does not serve them (spec 11.1: ONNX and IR).
+Unsupported where ctcop's export does not serve them (spec 11.1: ONNX and IR). The OpenVINO
+adapters compile at the precision the case's logits declare (spec 13), not at the CPU's default.
 """
 
 from __future__ import annotations
@@ -216,6 +217,18 @@ def _onnx_reference_released(x: Mapping[str, np.ndarray], attributes: Attributes
 _COMPILED: dict[tuple[Any, ...], Any] = {}
 
 
+def _declared(core: Any, logits_dtype: str) -> dict[str, str]:
+    """The compile config for a model whose logits are ``logits_dtype`` (spec 13)."""
+    from ..openvino import declared_precision_config
+
+    return declared_precision_config(core, "CPU", logits_dtype)
+
+
+def _logits_dtype(key: Key | ReleasedKey) -> str:
+    """The logits' element type of a spec-form ``Key`` or a released-form ``ReleasedKey``."""
+    return key[0] if len(key) == 4 else dict(key[0])["logits"]
+
+
 def _infer(build: Callable[..., Any], key: tuple[Any, ...], inputs: Any) -> np.ndarray:
     """The first output of the compiled model ``build(*key)`` on ``inputs``. Compiled models are
     cached by builder and key, and a failed inference drops its model: OpenVINO's CPU plugin
@@ -235,11 +248,12 @@ def _infer(build: Callable[..., Any], key: tuple[Any, ...], inputs: Any) -> np.n
 def _openvino_onnx_model(key: Key | ReleasedKey) -> Any:
     from ..openvino import openvino_core
 
+    core = openvino_core()
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "ctc_loss.onnx")
         with open(path, "wb") as file:
             file.write(_model_bytes(key))
-        return openvino_core().compile_model(openvino_core().read_model(path), "CPU")
+        return core.compile_model(core.read_model(path), "CPU", _declared(core, _logits_dtype(key)))
 
 
 def _openvino_onnx(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
@@ -266,7 +280,7 @@ def _openvino_ir_model(key: Key, ir_form: str) -> Any:
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "ctc_loss.xml")
         save_ir(model, path)
-        return core.compile_model(core.read_model(path), "CPU")
+        return core.compile_model(core.read_model(path), "CPU", _declared(core, dtype))
 
 
 def _openvino_ir(ir_form: str) -> Evaluate:
@@ -313,7 +327,8 @@ def _openvino_native_model(key: ReleasedKey) -> Any:
     ranks = {"logits": 3, "logit_length": 1, "labels": 2, "label_length": 1, "blank_index": 0}
     parameters = [opset4.parameter([-1] * ranks[name], _element_type(dtype), name=name) for name, dtype in types]
     node = opset4.ctc_loss(*parameters, **attributes)
-    return openvino.Core().compile_model(openvino.Model([node], parameters), "CPU")
+    core = openvino.Core()
+    return core.compile_model(openvino.Model([node], parameters), "CPU", _declared(core, dict(types)["logits"]))
 
 
 def openvino_native_inputs(

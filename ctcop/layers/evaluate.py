@@ -4,7 +4,10 @@ Verdicts: ``agree`` (within the element type's tolerance, :func:`ctcop.tolerance
 ``disagree``, ``error`` (the runtime raised), ``crash`` (the runtime killed its worker process),
 ``invalid-layer`` (a static finding of :mod:`.validate`) and ``invalid-input`` (the layer's
 actual inputs break a rule of the spec; nothing is compared). Where ctcop knows the likely cause
-of a failure (a defect of spec 12.2) it says so with the evidence.
+of a failure (a defect of spec 12.2) it says so with the evidence. OpenVINO compiles the model at
+the precision the layer declares, or at the device's default (``native``); a layer that disagrees
+under a reduced precision is evaluated again at the declared one, and the cause says what that
+showed (spec 13).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..defects import defect
 from ..errors import InvalidInputError
 from ..reference import ctc_loss, openvino_ctc_loss
 from ..tolerance import compare, max_errors
@@ -42,6 +46,8 @@ class LayerResult:
     max_rel_err: float | None = None
     verdict: str = ""
     cause: str = ""
+    precision: str | None = None
+    compiled_precision: str | None = None
 
 
 def reference_loss(layer: Layer, inputs: list[np.ndarray]) -> np.ndarray:
@@ -54,8 +60,13 @@ def reference_loss(layer: Layer, inputs: list[np.ndarray]) -> np.ndarray:
     return ctc_loss(inputs[0], inputs[1], inputs[2], **attributes)
 
 
+def _named(defect_id: str, evidence: str) -> str:
+    """``D1 (spec 4.4): <title> — <evidence>``, the registry's words for a defect (spec 10.1)."""
+    return f"{defect(defect_id).label} — {evidence}"
+
+
 def likely_cause(layer: Layer, inputs: list[np.ndarray], verdict: str, runtime: str) -> str:
-    """A known defect of spec 12.2 that explains ``verdict``, with its evidence, or ""."""
+    """The registered defect (spec 10.1) that explains ``verdict``, with its evidence, or ""."""
     if runtime != "openvino" or not inputs:
         return ""
     logits = np.asarray(inputs[0], dtype=np.float64)
@@ -63,16 +74,40 @@ def likely_cause(layer: Layer, inputs: list[np.ndarray], verdict: str, runtime: 
         lengths, target_lengths = np.asarray(inputs[1]), np.asarray(inputs[3])
         if verdict == "crash" and (target_lengths == 0).any():
             i = int(np.argmax(target_lengths == 0))
-            return f"spec 12.2 D1: sample {i} has an empty target (label_length 0); the native kernel crashes on it"
+            return _named("D1", f"sample {i} has an empty target (label_length 0)")
         if verdict == "error" and (target_lengths > lengths).any():
             i = int(np.argmax(target_lengths > lengths))
-            return f"spec 12.2 D2: sample {i} has label_length {target_lengths[i]} > logit_length {lengths[i]}"
-        if verdict == "disagree" and logits.size and (logits.max() >= 88.0 or logits.max(axis=2).min() <= -103.0):
+            return _named("D2", f"sample {i} has label_length {target_lengths[i]} > logit_length {lengths[i]}")
+        if verdict == "disagree" and lengths.size and not lengths.any():
+            return _named("D8", "no sample has a frame (every logit_length is 0)")
+        evidence = defect("D3").evidence
+        if verdict == "disagree" and logits.size:
             top, low = logits.max(), logits.max(axis=2).min()
-            return f"spec 12.2 D3: largest logit {top:.6g}, smallest frame maximum {low:.6g}: exponentiated unshifted"
+            if top >= evidence["logit_at_least"] or low <= evidence["frame_max_at_most"]:
+                return _named("D3", f"largest logit {top:.6g}, smallest frame maximum {low:.6g}")
     if verdict == "disagree" and layer.ports[0].dtype == "float64":
-        return "spec 12.2 D4/D5: OpenVINO's CPU plugin computes float64 models in float32 and saturates +inf"
+        return f"{_named('D4', 'float64 logits')}; {defect('D5').label}"
     return ""
+
+
+def precision_cause(compiled: str, declared_type: str, again: LayerResult) -> str:
+    """What evaluating a layer again at its declared precision showed (spec 13), for a layer that
+    disagreed when OpenVINO ran it in ``compiled`` (bf16 or f16) while its logits declare
+    ``declared_type`` (float32 or float64); ``again`` is the result at the declared precision."""
+    from ..openvino.precision import short_type_name
+
+    declared = short_type_name(declared_type)
+    if again.compiled_precision not in (None, declared):
+        declared = f"{declared} (compiled {again.compiled_precision})"
+    error = "" if again.max_rel_err is None else f" (max rel err {again.max_rel_err:.1e})"
+    if again.verdict == "agree":
+        return (
+            f"runtime ran in {compiled}: agrees at the declared {declared}{error}; "
+            f"the difference is {compiled}'s rounding of the model before the layer"
+        )
+    if again.verdict == "disagree":
+        return f"runtime ran in {compiled} and still disagrees at the declared {declared}{error}"
+    return f"runtime ran in {compiled}; at the declared {declared} the verdict is {again.verdict}"
 
 
 def _finished(folder: str, index: int) -> bool:
@@ -103,11 +138,15 @@ def _run_worker(request: dict[str, Any], folder: str, settled: set[int]) -> None
         settled.update(index for index in indices[start:] if _finished(folder, index))
 
 
-def _verdict(layer: Layer, errors: list[str], folder: str, runtime: str) -> LayerResult:
-    result = LayerResult(layer.name, layer.form, attributes_of(layer))
+def _verdict(layer: Layer, errors: list[str], folder: str, runtime: str, precision: str | None) -> LayerResult:
+    result = LayerResult(layer.name, layer.form, attributes_of(layer), precision=precision)
     if errors:
         result.verdict, result.cause = "invalid-layer", errors[0]
         return result
+    precision_path = os.path.join(folder, f"{layer.index}.precision.json")
+    if os.path.exists(precision_path):
+        with open(precision_path, encoding="utf-8") as file:
+            result.compiled_precision = json.load(file)["compiled"]
     inputs_path = os.path.join(folder, f"{layer.index}.inputs.npz")
     inputs = []
     if os.path.exists(inputs_path):
@@ -139,6 +178,29 @@ def _verdict(layer: Layer, errors: list[str], folder: str, runtime: str) -> Laye
     return result
 
 
+def _reduced(layer: Layer, result: LayerResult) -> bool:
+    """Whether ``result`` disagrees under a precision below the one ``layer`` declares (spec 13)."""
+    reduced = result.compiled_precision in ("bf16", "f16")
+    return result.verdict == "disagree" and reduced and layer.ports[0].dtype in ("float32", "float64")
+
+
+def _explain_precision(request: dict[str, Any], evaluated: list[tuple[Layer, LayerResult]], folder: str) -> None:
+    """Evaluate each layer that disagrees under a reduced precision again at its declared
+    precision, and put what that showed in front of its cause (spec 13)."""
+    suspects = [(layer, result) for layer, result in evaluated if _reduced(layer, result)]
+    if not suspects:
+        return
+    again_folder = os.path.join(folder, "declared")
+    os.mkdir(again_folder)
+    indices = [layer.index for layer, _ in suspects]
+    again = {**request, "precision": "declared", "out": again_folder, "layers": indices}
+    _run_worker(again, again_folder, set())
+    for layer, result in suspects:
+        at_declared = _verdict(layer, [], again_folder, request["runtime"], "declared")
+        known = precision_cause(str(result.compiled_precision), layer.ports[0].dtype, at_declared)
+        result.cause = f"{known}; {result.cause}" if result.cause else known
+
+
 def evaluate_layers(
     model_path: str,
     kind: str,
@@ -147,21 +209,33 @@ def evaluate_layers(
     runtime: str,
     device: str,
     into: list[LayerResult] | None = None,
+    precision: str = "declared",
 ) -> list[LayerResult]:
-    """Every layer of ``layers`` by the reference and, in worker processes, by ``runtime``. The
-    results also go into ``into``; when an interruption (KeyboardInterrupt) stops the workers,
-    ``into`` holds the layers whose outcome was known by then and the interruption propagates."""
+    """Every layer of ``layers`` by the reference and, in worker processes, by ``runtime``;
+    OpenVINO compiles at the layer's declared precision or, with ``precision`` "native", at the
+    device's default (spec 13). The results also go into ``into``; when an interruption
+    (KeyboardInterrupt) stops the workers, ``into`` holds the layers whose outcome was known by
+    then and the interruption propagates."""
     results: list[LayerResult] = [] if into is None else into
+    mode = precision if runtime == "openvino" else None
     with tempfile.TemporaryDirectory(prefix="ctcop-eval-") as folder:
         feeds_path = os.path.join(folder, "feeds.npz")
         np.savez(feeds_path, **feeds)  # type: ignore[arg-type]
         errors = {layer.index: [f.message for f in validate_layer(layer) if f.level == "error"] for layer in layers}
         valid = [layer.index for layer in layers if not errors[layer.index]]
-        request = {"model": os.path.abspath(model_path), "kind": kind, "runtime": runtime, "device": device}
+        request = {
+            "model": os.path.abspath(model_path),
+            "kind": kind,
+            "runtime": runtime,
+            "device": device,
+            "precision": precision,
+            "feeds": feeds_path,
+        }
         settled: set[int] = set()
         try:
-            _run_worker({**request, "feeds": feeds_path, "out": folder, "layers": valid}, folder, settled)
+            _run_worker({**request, "out": folder, "layers": valid}, folder, settled)
         finally:
             done = [layer for layer in layers if errors[layer.index] or layer.index in settled]
-            results[:] = [_verdict(layer, errors[layer.index], folder, runtime) for layer in done]
+            results[:] = [_verdict(layer, errors[layer.index], folder, runtime, mode) for layer in done]
+        _explain_precision(request, list(zip(done, results, strict=True)), folder)
     return results

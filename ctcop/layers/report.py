@@ -1,4 +1,4 @@
-"""The readable table and the JSON document of ``ctcop eval`` (schema in the README)."""
+"""The readable table and the JSON document of ``ctcop eval`` (schema in the README; spec 13)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,14 @@ def _error(value: float | None) -> str:
     return "-" if value is None else f"{value:.2e}"
 
 
+def _precision(result: LayerResult) -> str | None:
+    """The ``--precision`` mode and the precision OpenVINO compiled at ("-" where it does not report
+    it); None for onnxruntime (no such notion) and for a layer that was not run."""
+    if result.precision is None or result.verdict == "invalid-layer":
+        return None
+    return f"  precision {result.precision}, compiled {result.compiled_precision or '-'}"
+
+
 def format_table(results: list[LayerResult]) -> str:
     """One block per layer, then the cause of each failure in one line."""
     lines = []
@@ -31,6 +39,9 @@ def format_table(results: list[LayerResult]) -> str:
         lines.append(f"{result.name}  [{result.form}]  {flags}")
         lines.append(f"  reference {_values(result.reference)}")
         lines.append(f"  runtime   {_values(result.runtime)}")
+        precision = _precision(result)
+        if precision:
+            lines.append(precision)
         lines.append(
             f"  max abs err {_error(result.max_abs_err)}  max rel err {_error(result.max_rel_err)}  "
             f"verdict {result.verdict.upper()}"

@@ -1,0 +1,75 @@
+"""The inference precision a model is compiled at when it is compared with the reference (spec 13).
+
+OpenVINO's plugins choose a default inference precision by hardware: the CPU plugin's is bfloat16
+on CPUs with AVX-512-BF16 or AMX and float32 elsewhere (spec 12.2, "What depends on the CPU").
+Compared with the reference, a model is compiled at the precision it declares: the element type of
+the loss layer's logits, where the device can compute it (the device's capabilities are read from
+OpenVINO, never assumed), else float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .files import VIRTUAL_DEVICES
+from .types import ELEMENT_TYPES
+
+HINT = "INFERENCE_PRECISION_HINT"
+# The reduced precisions and the OPTIMIZATION_CAPABILITIES entry that says a device computes them.
+REDUCED = {"f16": "FP16", "bf16": "BF16"}
+_SHORT = {numpy_name: short for short, numpy_name in ELEMENT_TYPES.items()}
+
+
+def short_type_name(element_type: Any) -> str:
+    """OpenVINO's short name ("f32", "bf16", ...) of an ``openvino.Type``, a numpy type name
+    ("float32", as the schema writes it: spec 10) or a short name; other names are returned as
+    they are."""
+    name = element_type.get_type_name() if hasattr(element_type, "get_type_name") else str(element_type)
+    return _SHORT.get(name, name)
+
+
+def _hardware_devices(core: Any, device: str) -> list[str]:
+    """The devices that ``device`` computes on: the listed ones of a virtual device (``HETERO:GPU,CPU``,
+    ``BATCH:GPU(4)``), every available device for a bare ``AUTO``, else ``device`` itself."""
+    head, colon, rest = device.partition(":")
+    if head not in VIRTUAL_DEVICES:
+        return [device]
+    return [part.split("(")[0] for part in rest.split(",")] if colon else list(core.available_devices)
+
+
+def _property(core: Any, device: str, name: str) -> list[str]:
+    """A list-valued property of a hardware device; empty when the device does not report it."""
+    try:
+        return [str(value) for value in core.get_property(device, name)]
+    except RuntimeError:
+        return []
+
+
+def declared_precision_config(core: Any, device: str, element_type: Any) -> dict[str, str]:
+    """The ``compile_model`` config that computes a model at the precision it declares (spec 13):
+    ``element_type`` is the declared element type of the loss layer's logits (an ``openvino.Type``
+    or a type name). float32 and float64 give f32 (the CPU plugin has no f64 inference precision:
+    float64 models are computed in float32, spec 12.2 D4); float16 gives f16 and bfloat16 gives bf16
+    only where every device ``device`` computes on lists FP16 / BF16 among its
+    ``OPTIMIZATION_CAPABILITIES``, else f32; any other type gives f32. Empty (the device's default)
+    for a device that does not take ``INFERENCE_PRECISION_HINT``."""
+    devices = _hardware_devices(core, device)
+    if not all(HINT in _property(core, d, "SUPPORTED_PROPERTIES") for d in devices):
+        return {}
+    declared = short_type_name(element_type)
+    if declared in REDUCED and all(
+        REDUCED[declared] in _property(core, d, "OPTIMIZATION_CAPABILITIES") for d in devices
+    ):
+        return {HINT: declared}
+    return {HINT: "f32"}
+
+
+def compiled_precision(compiled: Any) -> str | None:
+    """The inference precision a compiled model actually runs at, read back from OpenVINO ("f32",
+    "bf16", "f16"), as ``ctcop eval`` reports it (spec 13); None where the compiled model does not
+    report it (AUTO, HETERO, MULTI)."""
+    try:
+        value = compiled.get_property(HINT)
+    except RuntimeError:
+        return None
+    return short_type_name(value)
