@@ -3,6 +3,8 @@ registered defects, and the generated defect tables of the spec and the docs."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -157,3 +159,21 @@ def test_remeasure_drops_cases_that_pass_takes_new_versions_and_lists_unregister
     ]
     with pytest.raises(ValueError, match="--no-known-defects"):
         remeasure.remeasure(DOCUMENT, {**raw, "settings": {"known_defects": True}})
+
+
+def test_ctcop_defects_lists_every_entry_with_measured_and_installed_versions() -> None:
+    result = subprocess.run([sys.executable, "-m", "ctcop", "defects"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    registry = defects.registry()
+    for library in registry.libraries.values():
+        installed = library.installed()
+        state = "not installed" if installed is None else f"installed {installed}"
+        assert any(line.startswith(f"{library.name} (measured on {library.measured}, {state}") for line in lines)
+    listed = [line.split()[0] for line in lines if line.startswith("  D")]
+    assert listed == [d.id for lib in registry.libraries for d in registry.of_library(lib)]
+    assert sorted(listed, key=lambda i: int(i[1:])) == [f"D{k}" for k in range(1, len(registry.defects) + 1)]
+    table = subprocess.run(
+        [sys.executable, "-m", "ctcop", "defects", "--markdown"], capture_output=True, text=True, timeout=300
+    )
+    assert table.stdout.strip() == defects.markdown(list(registry.defects))
