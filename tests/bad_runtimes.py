@@ -7,7 +7,7 @@ cases are :class:`Unsupported`) and is wrong in one known way.
 from __future__ import annotations
 
 import os
-import time
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,13 +78,13 @@ class Noise:
 
 @dataclass(frozen=True)
 class Sleepy:
-    """Never answers in time."""
+    """Never answers: waits forever, whatever the timeout and the machine's speed."""
 
     name: str = "sleepy"
-    description: str = "sleeps a minute"
+    description: str = "sleeps forever"
 
     def run(self, case: Any) -> np.ndarray:
-        time.sleep(60)
+        threading.Event().wait()
         return _reference(case)
 
 

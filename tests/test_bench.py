@@ -9,7 +9,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
+import types
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Co
     return result, json.loads(json_path.read_text()), png_path.read_bytes()
 
 
+@pytest.mark.slow
 def test_the_json_report_has_every_cell_with_finite_positive_times(full_report) -> None:
     result, report, _ = full_report
     assert result.returncode == 0, result.stdout + result.stderr
@@ -58,6 +60,7 @@ def test_the_json_report_has_every_cell_with_finite_positive_times(full_report) 
     assert report["threads"]["ctcop"] == 2
 
 
+@pytest.mark.slow
 def test_every_implementation_agrees_with_ctcop_on_the_bench_inputs(full_report) -> None:
     # The bench checks each cell before timing it; a disagreement is status "wrong" and exit 1.
     result, report, _ = full_report
@@ -66,6 +69,7 @@ def test_every_implementation_agrees_with_ctcop_on_the_bench_inputs(full_report)
     assert "!" not in result.stdout.split("T=150 L=40 C=28", 1)[1].split("wall time")[0]
 
 
+@pytest.mark.slow
 def test_the_table_prints_the_head_a_block_per_shape_and_the_ratios(full_report) -> None:
     result, _, _ = full_report
     out = result.stdout
@@ -83,6 +87,7 @@ def test_the_table_prints_the_head_a_block_per_shape_and_the_ratios(full_report)
     assert result.stderr.count("Traceback") == 0
 
 
+@pytest.mark.slow
 def test_plot_writes_a_png(full_report) -> None:
     _, _, png = full_report
     assert png.startswith(PNG) and len(png) > 10_000
@@ -163,11 +168,16 @@ def test_an_implementation_that_raises_is_an_error_cell() -> None:
     assert (cell.status, cell.message, cell.timing) == ("error", "RuntimeError: no kernel for this", None)
 
 
-def test_timing_runs_at_least_repeat_times_and_until_the_minimum_time() -> None:
+def test_timing_runs_at_least_repeat_times_and_until_the_minimum_time(monkeypatch) -> None:
     calls = []
     result = timing.timed(lambda: calls.append(1), 5, 0.0)
     assert result.runs == 5 == len(calls) and result.min_s <= result.median_s <= result.max_s
-    assert timing.timed(lambda: None, 1, 0.01).runs > 1
+    # On a clock that each call moves by 4 ms (a real clock would make the count depend on the
+    # machine's speed), a minimum of 10 ms takes three runs where one was asked for.
+    clock = [0.0]
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    slow = timing.timed(lambda: clock.__setitem__(0, clock[0] + 0.004), 1, 0.01)
+    assert slow.runs == 3 and slow.min_s == pytest.approx(0.004)
 
 
 @pytest.mark.parametrize(
@@ -224,18 +234,59 @@ def test_memory_is_planned_where_the_logits_are_large_enough() -> None:
     assert [name for name, _, _ in planned] == list(run.MEMORY_IMPLEMENTATIONS)
 
 
+# ``ctcop bench`` with one line more on stdout, "measuring N=<batch>", as each cell's measurement
+# starts: the moment to interrupt, seen rather than guessed.
+ANNOUNCING = """
+import sys
+
+from ctcop import cli
+from ctcop.bench import run
+
+measure = run.measure
+
+
+def announced(implementation: object, shape: object, batch: int, *rest: object) -> object:
+    print(f"measuring N={batch}", flush=True)
+    return measure(implementation, shape, batch, *rest)
+
+
+run.measure = announced
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def read_until(process: subprocess.Popen, wanted: str, hang_s: float = 600) -> list[str]:
+    """The lines of ``process``'s stdout up to and including ``wanted``; fails if it ends first
+    (or is still silent after ``hang_s``, a guard against a hang, not a judgement of speed)."""
+    assert process.stdout is not None
+    guard = threading.Timer(hang_s, process.kill)
+    guard.start()
+    try:
+        lines: list[str] = []
+        while not lines or lines[-1] != wanted:
+            line = process.stdout.readline()
+            assert line, f"ended before {wanted!r}: {lines}"
+            lines.append(line.rstrip("\n"))
+        return lines
+    finally:
+        guard.cancel()
+
+
+@pytest.mark.slow
 def test_an_interruption_exits_130_with_a_partial_report(tmp_path) -> None:
+    # N = 1 takes about a second, N = 64 minutes (1000 runs): the signal goes once N = 64 starts.
     out = tmp_path / "b.json"
-    command = [sys.executable, "-m", "ctcop", "bench", "--implementations", "exp-floor", "--shapes", "warp-ctc-c5000"]
-    command += ["--batches", "1,64", "--repeat", "1000", "--no-memory", "--json", str(out)]
+    command = [sys.executable, "-c", ANNOUNCING, "bench", "--implementations", "exp-floor"]
+    command += ["--shapes", "warp-ctc-c5000", "--batches", "1,64", "--repeat", "1000", "--no-memory"]
+    command += ["--json", str(out)]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
-        assert process.stdout is not None and process.stdout.readline().startswith("ctcop bench: ")
-        time.sleep(3.0)  # most likely in the second row: N = 1 takes about a second, N = 64 about a minute
+        lines = read_until(process, "measuring N=64")
+        assert lines[0].startswith("ctcop bench: ") and "measuring N=1" in lines
         process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=60)
+        stdout, stderr = process.communicate(timeout=600)
     assert process.returncode == 130, stderr
     assert stderr == f"ctcop: interrupted by SIGINT; partial report in {out}\n"
     report = json.loads(out.read_text())
     assert report["interrupted_by"] == "SIGINT"
-    assert [(cell["N"], cell["status"]) for cell in report["cells"]] in ([], [(1, "ok")])  # what finished
+    assert [(cell["N"], cell["status"]) for cell in report["cells"]] == [(1, "ok")]  # what finished
     assert "interrupted by SIGINT" in stdout

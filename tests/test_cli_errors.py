@@ -4,7 +4,6 @@ one line on stderr, no traceback, exit code 2, and it comes before any work is d
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import onnx
@@ -22,7 +21,8 @@ from ctcop.openvino import ir_model, load_ir, save_ir
 TP = onnx.TensorProto
 
 
-def ctcop_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def ctcop_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m ctcop ARGS``; ``timeout`` only guards against a hang (it never judges speed)."""
     return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=timeout)
 
 
@@ -129,11 +129,9 @@ def test_attach_refuses_an_invalid_model_in_one_line(tmp_path) -> None:
 def test_output_paths_are_checked_before_any_work(tmp_path, args: list[str]) -> None:
     (tmp_path / "file.txt").write_text("x")
     save_ir(ir_model(dims=(4, 2, 3)), str(tmp_path / "ctc.xml"))
-    started = time.monotonic()
     result = ctcop_cli(*(a.replace("{tmp}", str(tmp_path)) for a in args))
     assert_refused(result, ": ")
     assert result.stdout == ""  # nothing ran: no table, no "wrote"
-    assert time.monotonic() - started < 15
     assert not (tmp_path / "no").exists()  # OpenVINO's serializer creates missing folders itself
 
 
@@ -239,7 +237,7 @@ def test_input_files_must_be_regular_files(tmp_path, kind: str, option: str) -> 
         "inputs": ["eval", str(tmp_path / "ctc.xml"), "--inputs", path],
         "eval": ["eval", path],
     }[option]
-    assert_refused(ctcop_cli(*args, timeout=20), "not a regular file")
+    assert_refused(ctcop_cli(*args), "not a regular file")  # a FIFO read would hang: the hang guard fails it
 
 
 @pytest.mark.parametrize(
@@ -284,14 +282,14 @@ def test_an_internal_error_is_one_line(monkeypatch, capsys) -> None:
 @pytest.mark.parametrize("command", ["eval", "validate"])
 def test_a_file_declaring_a_future_opset_is_refused_before_any_reader(tmp_path, command: str) -> None:
     """Opset 10**9 made `eval --runtime openvino` hang for minutes (OpenVINO's ONNX reader takes time
-    in proportion to the declared opset) and `validate` accept the file (found by the file fuzz)."""
+    in proportion to the declared opset) and `validate` accept the file (found by the file fuzz).
+    Opset 10**15 would keep a reader busy for years: only a refusal before any reader ends
+    within the hang guard, on any machine."""
     from ctcop.onnx import onnx_model
 
     model = onnx_model(dims=(8, 3, 5))
-    next(op for op in model.opset_import if op.domain == "").version = 10**9
+    next(op for op in model.opset_import if op.domain == "").version = 10**15
     onnx.save(model, tmp_path / "future.onnx")
     extra = ["--runtime", "openvino"] if command == "eval" else []
-    start = time.perf_counter()
     result = ctcop_cli(command, str(tmp_path / "future.onnx"), *extra)
-    assert time.perf_counter() - start < 30
-    assert_refused(result, "default-domain opset 1000000000 is newer than onnx")
+    assert_refused(result, "default-domain opset 1000000000000000 is newer than onnx")

@@ -152,6 +152,7 @@ def tensorflow_model(folder, width: int = 64) -> np.ndarray:
     return model(**inputs).numpy()
 
 
+@pytest.mark.slow
 def test_eval_of_a_tensorflow_model_compares_at_its_declared_precision(tmp_path) -> None:
     expected = tensorflow_model(tmp_path)
     model, inputs = str(tmp_path / "model.xml"), str(tmp_path / "inputs.npz")
@@ -176,6 +177,7 @@ def test_eval_of_a_tensorflow_model_compares_at_its_declared_precision(tmp_path)
             assert layer["cause"].startswith(f"runtime ran in {native}"), layer["cause"]
 
 
+@pytest.mark.slow
 def test_a_disagreement_at_a_reduced_native_precision_is_evaluated_at_the_declared_one(tmp_path) -> None:
     # Logits from a wide MatMul of float32 weights: where the CPU's default precision is bfloat16,
     # the model up to the layer and the model up to its loss round them differently.
@@ -212,6 +214,7 @@ def test_precision_cause_says_what_the_declared_precision_showed() -> None:
     )
 
 
+@pytest.mark.slow
 def test_eval_reports_the_d3_defect_with_its_cause(tmp_path) -> None:
     released_ir(tmp_path / "model.xml", shift=200.0)
     inputs_npz(tmp_path / "inputs.npz")
@@ -221,6 +224,7 @@ def test_eval_reports_the_d3_defect_with_its_cause(tmp_path) -> None:
     assert f"cause: {defect('D3').label} — largest logit 2" in result.stdout
 
 
+@pytest.mark.slow
 def test_eval_survives_the_kernel_crash_on_an_empty_target(tmp_path) -> None:
     released_ir(tmp_path / "model.xml", layers=2)
     inputs_npz(tmp_path / "inputs.npz", label_length=(2, 0, 3))
@@ -235,6 +239,7 @@ def test_eval_survives_the_kernel_crash_on_an_empty_target(tmp_path) -> None:
     assert 0 < layers[0]["reference"][1] < np.inf  # the reference of the empty target is a number
 
 
+@pytest.mark.slow
 def test_eval_with_blank_zero_constant_and_unique_and_random_inputs(tmp_path) -> None:
     released_ir(tmp_path / "model.xml", blank_zero_unique=True)
     out = tmp_path / "eval.json"
@@ -246,6 +251,7 @@ def test_eval_with_blank_zero_constant_and_unique_and_random_inputs(tmp_path) ->
     assert listing.returncode == 0 and "blank_index" in listing.stdout and "= 0" in listing.stdout
 
 
+@pytest.mark.slow
 def test_eval_of_a_ctcop_onnx_export_attached_to_a_model(tmp_path) -> None:
     path = tmp_path / "train.onnx"
     save_onnx(attach_onnx(onnx_acoustic_model(), "logits"), str(path))
@@ -345,6 +351,7 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path, setup: str, args: list[str]
     assert message in result.stderr
 
 
+@pytest.mark.slow
 def test_version_and_help() -> None:
     assert ctcop_cli("--version").stdout.strip() == f"ctcop {ctcop.__version__}"
     for command in ("eval", "validate", "export", "conformance", "example"):

@@ -41,7 +41,7 @@ from ctcop.openvino import ir_model, save_ir
 
 pytestmark = pytest.mark.fuzz
 T, N, FEATURES, C = 8, 3, 6, 5
-TIMEOUT_S = 60
+TIMEOUT_S = 300
 SEED = int(os.environ.get("CTCOP_FUZZ_SEED", "0")) or (int.from_bytes(os.urandom(4), "little") if LONG else 2026)
 Files = dict[str, bytes]
 
@@ -356,6 +356,7 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Files, 
     return build_sources(tmp_path_factory.mktemp("sources"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["released_ir", "custom_ir", "onnx_op", "onnx_attached"])
 def test_mutated_files_end_in_exit_0_1_or_2_without_traceback(source: str, sources: dict, tmp_path: Path) -> None:
     files, eval_args = sources[source]

@@ -7,12 +7,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 from test_eval import inputs_npz, released_ir
+
+pytestmark = pytest.mark.slow  # real ctcop processes, run until the moment to interrupt them
 
 
 def children(pid: int, running: str = "") -> list[int]:
@@ -50,25 +54,71 @@ def alive(pid: int) -> bool:
         return False
 
 
+HANG_S = 600  # a guard against a hang only: nothing here judges speed
+
+# ``ctcop`` with one line more on stdout, "first result", once ``conformance`` has its first
+# result: the moment to interrupt, seen rather than guessed.
+ANNOUNCING = """
+import sys
+
+from ctcop import cli
+from ctcop.conformance import report
+
+step = report.Progress.step
+
+
+def announced(self: report.Progress, result: dict) -> None:
+    step(self, result)
+    if self.done == 1:
+        print("first result", flush=True)
+
+
+report.Progress.step = announced
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def first_result(process: subprocess.Popen) -> None:
+    """Wait until ``process`` (run from ANNOUNCING) has its first result."""
+    assert process.stdout is not None
+    guard = threading.Timer(HANG_S, process.kill)
+    guard.start()
+    try:
+        line = process.stdout.readline()
+    finally:
+        guard.cancel()
+    assert line == "first result\n", (line, process.communicate())
+
+
+def worker_started(worker: str) -> Callable[[subprocess.Popen], None]:
+    """Waits until ``process`` has a child whose command line holds ``worker``."""
+
+    def wait(process: subprocess.Popen) -> None:
+        deadline = time.monotonic() + HANG_S
+        while not children(process.pid, worker):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no worker process started"
+            time.sleep(0.05)
+
+    return wait
+
+
 def interrupt(
-    args: list[str], signum: int, worker: str, settle_s: float
+    command: list[str], signum: int, ready: Callable[[subprocess.Popen], None]
 ) -> tuple[subprocess.CompletedProcess, list[int]]:
-    """Start ``ctcop ARGS``, wait until a worker (a child running module ``worker``) runs, then
-    ``settle_s`` more, send ``signum``; returns the finished process and its children just
-    before the signal."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ctcop", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 30
-    while not children(process.pid, worker):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "no worker process started"
-        time.sleep(0.05)
-    time.sleep(settle_s)
+    """Start ``python COMMAND``, wait until ``ready(process)`` returns, send ``signum``; returns
+    the finished process and its children just before the signal."""
+    process = subprocess.Popen([sys.executable, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready(process)
+    except BaseException:
+        process.kill()
+        process.communicate()
+        raise
     workers = children(process.pid)
     assert process.poll() is None, "finished before the signal"
     process.send_signal(signum)
-    stdout, stderr = process.communicate(timeout=20)
+    stdout, stderr = process.communicate(timeout=HANG_S)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), workers
 
 
@@ -77,7 +127,7 @@ def assert_interrupted(result: subprocess.CompletedProcess, workers: list[int], 
     assert "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
     assert f"interrupted by {name}" in result.stderr and report in result.stderr
-    time.sleep(0.3)
+    # ctcop kills and reaps its workers before it exits: none is left the moment it has exited
     assert not [pid for pid in workers if alive(pid)], "a worker process outlived ctcop"
     with open(report, encoding="utf-8") as file:
         document = json.load(file)
@@ -88,11 +138,11 @@ def assert_interrupted(result: subprocess.CompletedProcess, workers: list[int], 
 
 @pytest.mark.parametrize(("signum", "name"), [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
 def test_conformance_interrupted_writes_a_partial_report(tmp_path, signum: int, name: str) -> None:
-    # The workers are forked from ctcop itself: children running "ctcop conformance".
+    # The workers are forked from ctcop itself; the signal goes once the first result is in.
     report = str(tmp_path / "out.json")
     junit = str(tmp_path / "out.xml")
-    args = ["conformance", "--json", report, "--junit", junit, "--jobs", "2"]
-    result, workers = interrupt(args, signum, "ctcop conformance", settle_s=2.5)
+    args = ["-c", ANNOUNCING, "conformance", "--json", report, "--junit", junit, "--jobs", "2"]
+    result, workers = interrupt(args, signum, first_result)
     assert workers
     document = assert_interrupted(result, workers, name, report)
     statuses = [r["status"] for r in document["results"]]
@@ -114,7 +164,7 @@ def test_conformance_report_is_complete_when_not_interrupted(tmp_path) -> None:
         [sys.executable, "-m", "ctcop", "conformance", "--runtimes", "reference", "--json", str(report)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert result.returncode == 0, result.stderr
     document = json.loads(report.read_text())
@@ -130,7 +180,7 @@ def test_eval_interrupted_writes_a_partial_report(tmp_path, signum: int, name: s
     report = str(tmp_path / "out" / "eval.json")
     os.mkdir(tmp_path / "out")
     args = ["eval", str(tmp_path / "model.xml"), "--inputs", str(tmp_path / "inputs.npz"), "--json", report]
-    result, workers = interrupt(args, signum, "ctcop.layers.worker", settle_s=0.0)
+    result, workers = interrupt(["-m", "ctcop", *args], signum, worker_started("ctcop.layers.worker"))
     document = assert_interrupted(result, workers, name, report)
     assert isinstance(document["layers"], list) and len(document["layers"]) < 2
     assert np.all([layer["verdict"] for layer in document["layers"]])
@@ -156,12 +206,12 @@ def test_eval_interrupted_while_loading_the_model_still_reports(tmp_path) -> Non
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     while not loaded(process.pid, "libopenvino"):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.01)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=20)
+    _, stderr = process.communicate(timeout=HANG_S)
     assert process.returncode == 130 and stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
     document = json.loads(report.read_text())
     assert document["complete"] is False and document["interrupted_by"] == "SIGINT"

@@ -22,9 +22,12 @@ from ctcop import recursion
 MB = 1e6
 THREADS = 2
 
-pytestmark = pytest.mark.skipif(
-    not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc/self/clear_refs to reset the peak RSS"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc/self/clear_refs to reset the peak RSS"
+    ),
+    pytest.mark.slow,  # a child process per measurement, up to 20000 frames
+]
 
 CHILD = textwrap.dedent(
     """
@@ -98,7 +101,12 @@ def test_loss_memory_does_not_grow_with_frames() -> None:
 
 @pytest.mark.parametrize(
     ("frames", "batch", "length", "classes"),
-    [(4000, 1, 1000, 5), (20000, 1, 5000, 5), (150, 64, 20, 5000), (150, 64, 40, 28)],
+    [
+        (4000, 1, 1000, 5),
+        (20000, 1, 5000, 5),
+        (150, 64, 20, 5000),
+        (150, 64, 40, 28),
+    ],
 )
 def test_gradient_memory_within_the_stated_bound(frames: int, batch: int, length: int, classes: int) -> None:
     measured = peak("ctc_loss_grad", frames, batch, length, classes)

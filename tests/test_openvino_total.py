@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # every form in child processes, on about 250 cases each
 FORMS = {"ir": "openvino-ir", "onnx": "openvino-onnx", "custom": "openvino-custom"}
 INT64 = np.iinfo(np.int64)
 FUZZ_CASES = 100
@@ -64,22 +65,39 @@ def static_model(form: str) -> Any:
     return core.compile_model(ir_model(form="lowered" if form == "ir" else "custom", dims=STATIC_DIMS), "CPU")
 
 
-def hinted(precision: str) -> Any:
-    """Runs the lowered IR (dynamic dims) compiled with INFERENCE_PRECISION_HINT ``precision``."""
+FLOAT_TYPES = ("f32", "bf16", "f16")
+
+
+def compiled_precision(compiled: Any) -> str:
+    """The inference precision the CPU plugin compiled ``compiled`` in (f32, bf16 or f16), read
+    back from it: a hint is a request, and a CPU without the asked type compiles another."""
     import openvino
 
-    from ctcop.openvino import ir_model
+    got = compiled.get_property("INFERENCE_PRECISION_HINT")
+    return next((name for name in FLOAT_TYPES if got == getattr(openvino.Type, name)), str(got))
 
-    core, models = openvino.Core(), {}
 
-    def run(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, **attributes: bool) -> np.ndarray:
+class Hinted:
+    """Runs the lowered IR (dynamic dims) compiled with INFERENCE_PRECISION_HINT ``hint``;
+    ``precision`` is the one the last call's model was compiled in (None when it was refused)."""
+
+    def __init__(self, hint: str) -> None:
+        import openvino
+
+        self.hint, self.core = hint, openvino.Core()
+        self.models: dict[tuple[Any, ...], Any] = {}
+        self.precision: str | None = None
+
+    def __call__(self, inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, **attributes: bool) -> np.ndarray:
+        from ctcop.openvino import ir_model
+
+        self.precision = None
         key = (mask.dtype.name, labels.dtype.name, tuple(sorted(attributes.items())))
-        if key not in models:
+        if key not in self.models:
             model = ir_model(mask_dtype=key[0], labels_dtype=key[1], attributes=attributes)
-            models[key] = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": precision})
-        return np.asarray(models[key]([inputs, mask, labels])[0])
-
-    return run
+            self.models[key] = self.core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": self.hint})
+        self.precision = compiled_precision(self.models[key])
+        return np.asarray(self.models[key]([inputs, mask, labels])[0])
 
 
 def child(runtime: str, folder: str, start: int) -> None:
@@ -90,7 +108,8 @@ def child(runtime: str, folder: str, start: int) -> None:
     warnings.simplefilter("ignore")
     data = np.load(Path(folder) / "cases.npz")
     static = static_model(runtime.split("-")[1]) if runtime.startswith("static-") else None
-    evaluate = hinted(runtime.split("-")[1]) if runtime.startswith("hint-") else RUNTIMES.get(runtime)
+    hinted = Hinted(runtime.split("-")[1]) if runtime.startswith("hint-") else None
+    evaluate = hinted if hinted is not None else RUNTIMES.get(runtime)
     for k in range(start, int(data["count"])):
         print(json.dumps({"start": k}), flush=True)
         flags = data[f"{k}/attributes"]
@@ -101,6 +120,8 @@ def child(runtime: str, folder: str, start: int) -> None:
             answer: dict[str, Any] = {"dtype": got.dtype.name, "bits": [float(v).hex() for v in got.ravel()]}
         except Exception as error:  # a clean refusal is recorded, not fatal
             answer = {"error": f"{type(error).__name__}: {error}"[:300]}
+        if hinted is not None and hinted.precision is not None:
+            answer["precision"] = hinted.precision  # what the plugin compiled, whatever was asked
         print(json.dumps({"done": k, **answer}), flush=True)
 
 
@@ -476,22 +497,31 @@ def test_static_dims_refuse_other_shapes_cleanly(form: str) -> None:
     assert not problems(form, cases[-1:], answers)
 
 
-@pytest.mark.parametrize("precision", ["f32", "bf16", "f16"])
-def test_nan_and_inf_survive_every_inference_precision(precision: str) -> None:
+# What the plugin may compile for each hint: the hint itself, or a type the CPU has instead (f16
+# is compiled as bf16 on an AVX-512-BF16 CPU without float16, bf16 and f16 as f32 on an AVX2 CPU).
+COMPILED_FOR = {"f32": {"f32"}, "bf16": {"bf16", "f32"}, "f16": {"f16", "bf16", "f32"}}
+CAPABILITY = {"bf16": "bfloat16", "f16": "float16"}
+
+
+@pytest.mark.parametrize("hint", FLOAT_TYPES)
+def test_nan_and_inf_survive_every_inference_precision(hint: str) -> None:
     # The plugin computes a float32 model in bfloat16 or float16 when asked (bf16 is the default
     # on AVX-512-BF16 and AMX CPUs, f16 on ARM), and under f16 it turns an inf or NaN *constant*
-    # into 65504 (spec 12.2 D7): the lowering makes them at run time (G8). NaN and +-inf stand
-    # where ctc_loss_or_nan has them (on logits rounded to float16 for f16, whose range ends at
-    # 65504); finite values are checked for f32 and bf16 (ctcop's operators run in float32 there).
+    # into 65504 (spec 12.2 D7): the lowering makes them at run time (G8). The precision checked is
+    # the one the plugin compiled, read back from the compiled model. NaN and +-inf stand where
+    # ctc_loss_or_nan has them (on logits rounded to float16 for f16, whose range ends at 65504);
+    # finite values are checked for f32 and bf16 (ctcop's operators run in float32 there).
     cases = [*FINDINGS["huge_label"], *FINDINGS["labels"], *FINDINGS["mask"], *FINDINGS["nonfinite"], *FUZZ]
-    answers = run_in_children(f"hint-{precision}", cases)
-    if precision != "f32" and all("error" in answer for answer in answers.values()):
-        pytest.skip(f"this CPU refuses INFERENCE_PRECISION_HINT {precision}")
-    if precision != "f16":
-        assert not problems("ir", cases, answers)
-        return
+    answers = run_in_children(f"hint-{hint}", cases)
+    if hint != "f32" and all("error" in answer for answer in answers.values()):
+        pytest.skip(f"this CPU has no {CAPABILITY[hint]} inference precision (it refuses the {hint} hint)")
     for case in cases:
-        assert "bits" in answers[case.name], f"{case.name}: {answers[case.name]}"
+        answer = answers[case.name]
+        assert "bits" in answer, f"{hint} {case.name}: {answer}"
+        assert answer.get("precision") in COMPILED_FOR[hint], f"hint {hint} compiled as {answer.get('precision')}"
+    in_float16 = {case.name for case in cases if answers[case.name]["precision"] == "f16"}
+    assert not problems("ir", [case for case in cases if case.name not in in_float16], answers)
+    for case in (case for case in cases if case.name in in_float16):
         got = got_values(answers[case.name])
         with np.errstate(over="ignore"):
             rounded = case.inputs.astype(np.float16).astype(np.float32)

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -38,6 +37,7 @@ def statuses(document: dict) -> dict[tuple[str, str], str]:
     return {(r["runtime"], r["case"]): r["status"] for r in document["results"]}
 
 
+@pytest.mark.slow
 def test_the_reference_passes_every_case_of_both_forms(tmp_path) -> None:
     out = tmp_path / "reference.json"
     result = subprocess.run(
@@ -56,6 +56,7 @@ def test_the_reference_passes_every_case_of_both_forms(tmp_path) -> None:
     assert all(r["status"] == "pass" for r in document["results"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_wrong_and_crashing_runtimes_are_caught(tmp_path, jobs: str) -> None:
     out = tmp_path / f"jobs{jobs}.json"
@@ -77,6 +78,7 @@ def test_wrong_and_crashing_runtimes_are_caught(tmp_path, jobs: str) -> None:
     assert "crash on an empty target (killed by SIGABRT)" in result.stdout  # the failure classes
 
 
+@pytest.mark.slow
 def test_results_do_not_depend_on_the_number_of_jobs(tmp_path) -> None:
     documents = []
     for jobs in ("1", "2", "3"):
@@ -96,19 +98,27 @@ def test_a_runtime_that_answers_noise_is_nondeterministic(tmp_path) -> None:
     assert all("run 1 gave" in r["message"] and "run 2 gave" in r["message"] for r in document["results"])
 
 
+@pytest.mark.slow
 def test_a_runtime_that_does_not_answer_times_out_and_is_replaced(tmp_path) -> None:
+    # sleepy never answers; the reference answers well within the timeout even on a loaded
+    # machine. Six workers take sleepy's six evaluations (three cases, twice) at once, so the run
+    # lasts about one timeout; each worker that timed out is replaced and the reference still passes.
     out = tmp_path / "sleepy.json"
-    started = time.monotonic()
     result = conformance(
-        "--runtimes", "sleepy,reference", "--select", "spec/hand_worked/float*", "--timeout", "1", "--json", str(out)
-    )
-    assert time.monotonic() - started < 40
-    assert result.returncode == 1
-    got = statuses(load(out))
-    assert {got["sleepy", c] for c in ("spec/hand_worked/float32", "spec/hand_worked/float64")} == {"timeout"}
-    assert {got["reference", c] for c in ("spec/hand_worked/float32", "spec/hand_worked/float64")} == {"pass"}
+        "--runtimes", "sleepy,reference", "--select", "spec/hand_worked/float*", "--timeout", "30", "--jobs", "6",
+        "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    results = load(out)["results"]
+    by_runtime = {name: {r["case"]: r for r in results if r["runtime"] == name} for name in ("sleepy", "reference")}
+    assert {"spec/hand_worked/float32", "spec/hand_worked/float64"} <= set(by_runtime["sleepy"])
+    assert set(by_runtime["sleepy"]) == set(by_runtime["reference"])
+    assert {r["status"] for r in by_runtime["sleepy"].values()} == {"timeout"}
+    assert {r["status"] for r in by_runtime["reference"].values()} == {"pass"}
+    assert all(r["message"].startswith("no answer within 30 s") for r in by_runtime["sleepy"].values()), results
 
 
+@pytest.mark.slow
 def test_expected_failures_give_xfail_and_xpass(tmp_path) -> None:
     listed = tmp_path / "known.txt"
     listed.write_text("# runtime case reason\nabort  spec/empty_targets/*  aborts on empty targets\n")
@@ -129,6 +139,7 @@ def test_expected_failures_give_xfail_and_xpass(tmp_path) -> None:
     assert got["abort", "spec/hand_worked/float64"] == "xpass" and got["abort", "spec/empty_targets/float64"] == "xfail"
 
 
+@pytest.mark.slow
 def test_junit_xml_parses_with_the_right_counts(tmp_path) -> None:
     xml_path, out = tmp_path / "junit.xml", tmp_path / "r.json"
     runtimes = "reference,probabilities,abort"
@@ -146,6 +157,7 @@ def test_junit_xml_parses_with_the_right_counts(tmp_path) -> None:
     assert names == sorted(c for c in CASES if c.startswith(("spec/hand_worked/", "spec/empty_targets/")))
 
 
+@pytest.mark.slow
 def test_shards_merge_into_the_unsharded_report(tmp_path) -> None:
     args = ("--runtimes", "reference,abort,probabilities", "--select", "spec/hand_worked/*,spec/empty_*", "--jobs", "1")
     for name, extra in (("all", ()), ("one", ("--shard", "1/2")), ("two", ("--shard", "2/2"))):
@@ -156,7 +168,7 @@ def test_shards_merge_into_the_unsharded_report(tmp_path) -> None:
     merge = subprocess.run(
         [sys.executable, "-m", "ctcop", "conformance-merge", str(tmp_path / "two.json"), str(tmp_path / "one.json"),
          "-o", str(merged_path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert merge.returncode == 1, merge.stderr  # abort crashes, probabilities fails
     merged = load(merged_path)
@@ -167,13 +179,13 @@ def test_shards_merge_into_the_unsharded_report(tmp_path) -> None:
         refused = subprocess.run(
             [sys.executable, "-m", "ctcop", "conformance-merge", str(tmp_path / "bad.json"), str(tmp_path / "two.json"),
              "-o", str(tmp_path / "m2.json")],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert refused.returncode == 2 and message in refused.stderr and refused.stderr.count("\n") == 1
     again = subprocess.run(
         [sys.executable, "-m", "ctcop", "conformance-merge", str(tmp_path / "one.json"), str(tmp_path / "one.json"),
          "-o", str(tmp_path / "m3.json")],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert again.returncode == 2 and "shard 1/2 is also in" in again.stderr
 
@@ -316,17 +328,19 @@ def test_shards_partition_the_selection() -> None:
             shard.parse(bad)
 
 
-def test_failure_classes_name_the_known_defects() -> None:
+def test_failure_classes_name_the_spec_section_not_a_registered_id() -> None:
+    # An unregistered failure is classified by what it departs from; the registry alone gives ids.
     facts = classes.facts(CASES["spec/empty_targets/float32"])
     crash = {"status": "crash", "message": "the worker process died (killed by SIGSEGV)"}
-    assert classes.classify(crash, facts) == ("crash on an empty target (killed by SIGSEGV)", "spec 12.2 D1")
+    assert classes.classify(crash, facts) == ("crash on an empty target (killed by SIGSEGV)", "spec 4.4")
     float64 = classes.facts(CASES["spec/hand_worked/float64"])
     d4 = {"status": "fail", "message": "sample 0: got 1.0900000095367432, expected 1.0900000000000001"}
-    assert classes.classify(d4, float64)[1] == "spec 12.2 D4"
+    assert classes.classify(d4, float64) == ("float64 computed in float32", "spec 6")
     d5 = {"status": "fail", "message": "sample 1: got 3.4028234663852886e+38, expected inf"}
-    assert classes.classify(d5, float64)[1] == "spec 12.2 D5"
+    assert classes.classify(d5, float64) == ("+inf saturated to a large finite value", "spec 6")
     big = classes.facts(CASES["spec/logits_1e4/float32"])
-    assert classes.classify({"status": "fail", "message": "sample 0: got inf, expected 3.5"}, big)[1] == "spec 12.2 D3"
+    unshifted = {"status": "fail", "message": "sample 0: got inf, expected 3.5"}
+    assert classes.classify(unshifted, big) == ("+inf or NaN at large logits (no max subtracted)", "spec 4.2")
     groups = classes.group(
         [{"runtime": "r", "case": "spec/empty_targets/float32", **crash},
          {"runtime": "r", "case": "spec/empty_targets/float16", **crash}],

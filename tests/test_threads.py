@@ -31,7 +31,7 @@ FORK = textwrap.dedent(
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_computes_with_a_new_pool() -> None:
-    result = subprocess.run([sys.executable, "-c", FORK], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", FORK], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
 
 
