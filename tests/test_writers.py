@@ -113,6 +113,10 @@ def test_ir_tests_run_on_plain_openvino(ir_folder: Path) -> None:
         folder, manifest = path.parent, json.loads(path.read_text())
         assert manifest["format"] == writers.IR_TEST_FORMAT and folder == ir_folder.joinpath(*manifest["id"].split("/"))
         config = declared_precision_config(core, "CPU", manifest["tolerance"]["dtype"])
+        dtype = manifest["tolerance"]["dtype"]
+        hint = {"float64": "f32", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}[dtype]
+        assert manifest["compile"] == {"INFERENCE_PRECISION_HINT": hint, "without_it": "f32"}
+        assert config["INFERENCE_PRECISION_HINT"] in (hint, "f32")
         compiled = core.compile_model(core.read_model(str(folder / "model.xml")), "CPU", config)
         inputs = [read_npy(folder, entry) for entry in manifest["inputs"]]
         assert [port.get_any_name() for port in compiled.inputs] == [entry["name"] for entry in manifest["inputs"]]

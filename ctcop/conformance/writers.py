@@ -267,7 +267,11 @@ def ir_manifest(case: CorpusCase, model_form: str, expected: np.ndarray | None) 
     released), ``model`` (files and what the layers are), ``attributes``, ``inputs`` (the model's
     parameters in order: name, dtype, shape, file, storage for bfloat16 bits), ``expect`` (value:
     compare with ``expected``; reject: the model must refuse the input), ``expected`` {"loss"},
-    ``tolerance`` {dtype, rtol, atol, rule}, and ``rule``/``error`` of an input the spec rejects."""
+    ``tolerance`` {dtype, rtol, atol, rule}, ``compile`` (the ``INFERENCE_PRECISION_HINT`` to
+    compare at: the declared precision, f32 where the device lacks it, as ctcop compiles, spec 13)
+    and ``rule``/``error`` of an input the spec rejects."""
+    from ..openvino.precision import declared_hint
+
     dtype = logits_type(case)
     limit = raw_schema()["tolerance"]
     layers = {
@@ -285,6 +289,7 @@ def ir_manifest(case: CorpusCase, model_form: str, expected: np.ndarray | None) 
         "inputs": [{"name": name, **corpus.array_entry(a, f"{name}.npy")} for name, a in case.inputs.items()],
         "expect": "value" if expected is not None else "reject",
         "tolerance": {"dtype": dtype, **limit[dtype], "rule": limit["rule"]},
+        "compile": {"INFERENCE_PRECISION_HINT": declared_hint(dtype), "without_it": "f32"},
     }
     if expected is not None:
         manifest["expected"] = {"loss": corpus.array_entry(expected, "expected_loss.npy")}

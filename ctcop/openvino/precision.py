@@ -28,6 +28,14 @@ def short_type_name(element_type: Any) -> str:
     return _SHORT.get(name, name)
 
 
+def declared_hint(element_type: Any) -> str:
+    """The hint that computes logits of ``element_type`` at their own precision on a device that
+    can: "f16" for float16, "bf16" for bfloat16, "f32" for anything else (float64 included: the
+    CPU plugin has no f64 inference precision, spec 12.2 D4)."""
+    declared = short_type_name(element_type)
+    return declared if declared in REDUCED else "f32"
+
+
 def _hardware_devices(core: Any, device: str) -> list[str]:
     """The devices that ``device`` computes on: the listed ones of a virtual device (``HETERO:GPU,CPU``,
     ``BATCH:GPU(4)``), every available device for a bare ``AUTO``, else ``device`` itself."""
@@ -56,7 +64,7 @@ def declared_precision_config(core: Any, device: str, element_type: Any) -> dict
     devices = _hardware_devices(core, device)
     if not all(HINT in _property(core, d, "SUPPORTED_PROPERTIES") for d in devices):
         return {}
-    declared = short_type_name(element_type)
+    declared = declared_hint(element_type)
     if declared in REDUCED and all(
         REDUCED[declared] in _property(core, d, "OPTIMIZATION_CAPABILITIES") for d in devices
     ):
