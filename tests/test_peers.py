@@ -222,19 +222,6 @@ def test_d29_tf2_nan_sample_gradient_is_nan_in_masked_frames(tf) -> None:
         assert np.isnan(got.grad[:, 2]).all()
 
 
-@pytest.mark.parametrize(
-    ("defect_id", "case_id", "message"),
-    [
-        ("D25", "spec/hand_worked/float64", "expected to be a double tensor but is a float tensor"),
-        ("D26", "spec/empty_batch/float32", "Indices and updates specified for empty output shape"),
-    ],
-)
-def test_d25_d26_tf2_raises(tf, defect_id: str, case_id: str, message: str) -> None:
-    got = refusal("tensorflow", case_id, tf.errors.InvalidArgumentError)
-    if reproduces(defect_id, got is not None, case_id):
-        assert message in str(got)
-
-
 def test_d30_tf2_reads_any_blank_index(tf) -> None:
     for case_id in ("invalid/released/blank_index_negative", "invalid/released/blank_index_out_of_range"):
         loss = numbers("tensorflow", case_id)
@@ -246,16 +233,20 @@ def test_d30_tf2_reads_any_blank_index(tf) -> None:
 
 
 @pytest.mark.parametrize(
-    ("defect_id", "case_id", "message"),
+    ("runtime", "defect_id", "case_id", "message"),
     [
-        ("D31", "spec/empty_targets/float32", "Labels length is zero in batch 0"),
-        ("D31", "spec/infeasible_too_long/float32", "Not enough time for target transition sequence (required: 5"),
-        ("D32", "spec/no_frames/float32", "Max time or first dimension of input cannot be 0"),
-        ("D32", "spec/empty_batch/float32", "batch_size must not be 0"),
+        ("tensorflow", "D25", "spec/hand_worked/float64", "expected to be a double tensor but is a float tensor"),
+        ("tensorflow", "D26", "spec/empty_batch/float32", "Indices and updates specified for empty output shape"),
+        ("tensorflow-v1", "D31", "spec/empty_targets/float32", "Labels length is zero in batch 0"),
+        ("tensorflow-v1", "D31", "spec/infeasible_too_long/float32",
+         "Not enough time for target transition sequence (required: 5"),
+        ("tensorflow-v1", "D32", "spec/no_frames/float32", "Max time or first dimension of input cannot be 0"),
+        ("tensorflow-v1", "D32", "spec/empty_batch/float32", "batch_size must not be 0"),
     ],
-)
-def test_d31_d32_tf1_raises_for_the_whole_batch(tf, defect_id: str, case_id: str, message: str) -> None:
-    got = refusal("tensorflow-v1", case_id, tf.errors.InvalidArgumentError)
+)  # fmt: skip
+def test_d25_d26_d31_d32_tf_raises(tf, runtime: str, defect_id: str, case_id: str, message: str) -> None:
+    # tensorflow-v1 raises for the whole batch when one sample is empty or too long (D31)
+    got = refusal(runtime, case_id, tf.errors.InvalidArgumentError)
     if reproduces(defect_id, got is not None, case_id):
         assert message in str(got)
 
