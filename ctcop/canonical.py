@@ -8,7 +8,8 @@ rule of the spec. Section numbers refer to ``spec/ctcloss4.md``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,42 @@ def _as_array(value: Any, name: str) -> np.ndarray:
     return array
 
 
+# Bytes per element of the working copies the core makes of an input (int64 mask and labels, a
+# float64 gradient or float32/float64 logits): what the size budget counts.
+WORKING_BYTES = 8
+
+
+def memory_budget() -> int | None:
+    """The bytes of working memory the inputs of one call may need: this machine's physical
+    memory (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB"
+
+
+def check_size(arrays: Sequence[tuple[str, np.ndarray]]) -> None:
+    """Refuse inputs whose working copies cannot fit in memory, before anything is allocated:
+    ``InvalidInputError`` naming the largest input, its shape and the bytes. Counts elements
+    (a broadcast, stride-0 view counts every element it shows), WORKING_BYTES each."""
+    budget = memory_budget()
+    if budget is None or not arrays:
+        return
+    needs = [(int(array.size) * WORKING_BYTES, name, array.shape) for name, array in arrays]
+    total = sum(size for size, _, _ in needs)
+    if total > budget:
+        size, name, shape = max(needs)
+        raise InvalidInputError(
+            name,
+            f"shape {shape} needs {size} bytes ({_gib(size)}) of working memory, {total} bytes with the other "
+            f"inputs: more than this machine's {budget} bytes ({_gib(budget)})",
+        )
+
+
 def _check_declared(array: np.ndarray, port: PortSpec) -> None:
     """Rank and element type of one input: what a graph declares for its inputs."""
     if array.ndim != port.rank:
@@ -93,6 +130,7 @@ def _checked(spec: FormSpec, values: Mapping[str, Any]) -> tuple[dict[str, np.nd
         arrays[port.name] = array
     if dims.get("C", 1) == 0:
         raise InvalidInputError(spec.inputs[0].name, "C must be at least 1 (the blank class)")
+    check_size(list(arrays.items()))
     return arrays, dims
 
 
@@ -321,6 +359,7 @@ def time_major_faults(
     ]
     for array, port in zip(arrays, spec.inputs, strict=True):
         _check_declared(array, port)
+    check_size([(port.name, array) for array, port in zip(arrays, spec.inputs, strict=True)])
     logits, mask, raw = arrays
     frames, n, classes = logits.shape
     if mask.shape != (frames, n) or raw.shape != (n, frames) or classes == 0:

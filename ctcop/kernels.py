@@ -30,14 +30,26 @@ The gradient (spec 5): ``softmax(x_t)[c] - sum of the occupancies of the states 
 occupancies ``exp(alpha + beta - top)`` normalised per frame. Memory per sample is
 O(S * (T/K + K) + C + T): the forward variables are stored every K frames
 (``segment``), and each segment's are recomputed from its checkpoint during the backward sweep.
+
+numba's on-disk cache of these kernels (and of :mod:`ctcop.logexp`'s) is read through
+:class:`RecoveringCache`: a cache file that cannot be read (corrupted, truncated, written by
+something else) is a cache miss, its index is removed and the kernel compiled anew and saved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
+from types import ModuleType
+from typing import Any
 
 import numpy as np
+from numba.core.caching import FunctionCache
+from numba.core.dispatcher import Dispatcher
 
+from . import logexp
 from .logexp import EXACT_BELOW, compiled, entry, exp_nonpositive, log_normal
 
 NEG_INF = -math.inf
@@ -471,3 +483,37 @@ def batch_grad(
                 _fill(row, 0, row.shape[0], math.nan)
         elif out[i] > NEG_INF:
             _backward_sweep(logits, batch_major, i, frames, *arrays, grad)
+
+
+# -- numba's cache: an unreadable cache file is a miss, never an error -------------------------------
+
+
+class RecoveringCache(FunctionCache):
+    """numba's per-function cache, except that a cache file that cannot be read (a corrupted or
+    truncated index or data file raises anything from UnpicklingError to AttributeError) is a
+    miss: the index is removed, so the kernel is compiled and saved anew; a cache that cannot be
+    written leaves the kernel compiled in memory only."""
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        try:
+            return super().load_overload(sig, target_context)  # type: ignore[no-untyped-call]
+        except Exception:  # any unreadable file: compile instead
+            with contextlib.suppress(OSError):
+                os.remove(self._cache_file._index_path)
+            return None
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        with contextlib.suppress(Exception):  # caching is an optimisation: the kernel works without it
+            super().save_overload(sig, data)  # type: ignore[no-untyped-call]
+
+
+def _recovering_caches(*modules: ModuleType) -> None:
+    """Every cached numba function of ``modules`` reads its cache through :class:`RecoveringCache`."""
+    for module in modules:
+        for value in vars(module).values():
+            dispatcher: Any = value  # numba's own attribute: where a dispatcher keeps its cache
+            if isinstance(value, Dispatcher) and type(dispatcher._cache) is FunctionCache:
+                dispatcher._cache = RecoveringCache(dispatcher.py_func)  # type: ignore[no-untyped-call]
+
+
+_recovering_caches(logexp, sys.modules[__name__])

@@ -6,7 +6,10 @@ is computed on its own, so neither the batch around it nor the thread count chan
 result.
 
 Threads: :func:`set_num_threads`, or the environment variable ``CTCOP_NUM_THREADS`` read at the
-first call; by default the CPUs this process may run on.
+first call; by default the CPUs this process may run on. At most MAX_THREADS: a larger count is
+refused (InvalidInputError). Where the system cannot start the threads asked for, the call raises
+InvalidInputError after the blocks already handed out have finished and the threads that did start
+have ended, so the process is as before the call and a smaller count works.
 
 Memory per running sample: its forward variables at a checkpoint every K frames and for one
 segment of K frames, ``S * (T / K + K)`` float64, with K = max(ceil(sqrt(T)),
@@ -22,7 +25,7 @@ import math
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -39,6 +42,9 @@ FloatArray = npt.NDArray[np.float64]
 SEGMENT_ELEMENTS = 1 << 20
 # Samples handed to a thread at a time: enough blocks per thread to even out unequal lengths.
 BLOCKS_PER_THREAD = 4
+# The largest thread count accepted: far above any CPU count the core can use, far below what
+# exhausts a process's threads.
+MAX_THREADS = 1024
 
 _pool_lock = threading.Lock()  # held only to read or replace the two values below, never while computing
 _pool: tuple[int, ThreadPoolExecutor] | None = None  # (its thread count, the pool)
@@ -59,20 +65,21 @@ if hasattr(os, "register_at_fork"):
 def _default_threads() -> int:
     text = os.environ.get("CTCOP_NUM_THREADS", "").strip()
     if text:
-        if not text.isdigit() or int(text) < 1:
-            raise InvalidInputError("CTCOP_NUM_THREADS", f"must be a positive integer, got {text!r}")
+        if not text.isdigit() or not 1 <= int(text) <= MAX_THREADS:
+            message = f"must be a positive integer, at most {MAX_THREADS}; got {text!r}"
+            raise InvalidInputError("CTCOP_NUM_THREADS", message)
         return int(text)
     try:
-        return len(os.sched_getaffinity(0))
+        return min(len(os.sched_getaffinity(0)), MAX_THREADS)
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        return min(os.cpu_count() or 1, MAX_THREADS)
 
 
 def set_num_threads(threads: int) -> None:
     """Run the core on ``threads`` threads (results are the same for any number)."""
     global _pool, _threads
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise InvalidInputError("threads", f"must be a positive integer, got {threads!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise InvalidInputError("threads", f"must be a positive integer, at most {MAX_THREADS}; got {threads!r}")
     with _pool_lock:
         # The old pool is not shut down: a call running on it finishes there, and its threads end
         # when the last call lets go of it.
@@ -101,8 +108,26 @@ def _run_blocks(samples: int, block: Callable[[int, int], None]) -> None:
         pool = _pool[1]
     count = min(samples, threads * BLOCKS_PER_THREAD)
     edges = [samples * k // count for k in range(count + 1)]
-    for future in [pool.submit(block, first, last) for first, last in itertools.pairwise(edges)]:
+    futures = []
+    try:
+        for first, last in itertools.pairwise(edges):
+            futures.append(pool.submit(block, first, last))
+    except RuntimeError as error:  # a thread could not be started ("can't start new thread")
+        _discard(pool, futures)
+        raise InvalidInputError("threads", f"could not start {threads} threads ({error}): set fewer") from None
+    for future in futures:
         future.result()
+
+
+def _discard(pool: ThreadPoolExecutor, futures: list[Future[None]]) -> None:
+    """After a failed thread start: let the blocks handed out finish, end the pool's threads and
+    forget the pool, so that the next call (with this or another count) starts from nothing."""
+    global _pool
+    wait(futures)
+    pool.shutdown(wait=True)
+    with _pool_lock:
+        if _pool is not None and _pool[1] is pool:
+            _pool = None
 
 
 def _kernel_logits(batch: CanonicalBatch) -> np.ndarray:

@@ -135,20 +135,21 @@ def test_invalid_input_error_is_a_value_error_with_fields() -> None:
     assert error.name == "labels" and error.index == (0, 0) and "rule 3.3" in error.rule
 
 
-@pytest.mark.parametrize("value", [0, -1, 1.5, True, "2"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "2", 1025, 100000])
 def test_thread_count_must_be_a_positive_integer(value: object) -> None:
     with raises(r"^threads: must be a positive integer"):
         ctcop.set_num_threads(value)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("value", ["0", "two", "-3", "1e2"])
+@pytest.mark.parametrize("value", ["0", "two", "-3", "1e2", "100000"])
 def test_thread_count_from_the_environment_is_checked(value: str) -> None:
     code = "import numpy as np, ctcop; ctcop.ctc_loss(np.zeros((1, 1, 2)), np.ones((1, 1), np.int8), [[0]])"
     result = subprocess.run(
         [sys.executable, "-c", code], env={**os.environ, "CTCOP_NUM_THREADS": value}, capture_output=True, text=True
     )
     assert result.returncode == 1
-    assert f"InvalidInputError: CTCOP_NUM_THREADS: must be a positive integer, got '{value}'" in result.stderr
+    message = f"InvalidInputError: CTCOP_NUM_THREADS: must be a positive integer, at most 1024; got '{value}'"
+    assert message in result.stderr
 
 
 def test_thread_count_is_kept() -> None:
@@ -158,3 +159,41 @@ def test_thread_count_is_kept() -> None:
         assert ctcop.get_num_threads() == 3
     finally:
         ctcop.set_num_threads(before)
+
+
+HUGE = 10**12  # elements: terabytes of working memory, more than any machine this runs on
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (  # a broadcast (stride-0) view: 4 TB of logits in a few bytes
+            lambda: ctcop.ctc_loss(np.broadcast_to(np.float32(0), (4, 2, HUGE)), MASK, LABELS),
+            "inputs",
+        ),
+        (
+            lambda: ctcop.ctc_loss_or_nan(np.broadcast_to(np.float32(0), (4, 2, HUGE)), MASK, LABELS),
+            "inputs",
+        ),
+        (  # very long labels (and the frames they need)
+            lambda: ctcop.ctc_loss(
+                np.broadcast_to(np.float32(0), (HUGE, 1, 2)),
+                np.broadcast_to(np.int8(1), (HUGE, 1)),
+                np.broadcast_to(np.int64(0), (1, HUGE)),
+            ),
+            "inputs",
+        ),
+        (
+            lambda: ctcop.openvino_ctc_loss(
+                np.broadcast_to(np.float32(0), (1, HUGE, 2)), [HUGE], np.broadcast_to(np.int64(0), (1, HUGE)), [1]
+            ),
+            "logits",
+        ),
+        (lambda: ctcop.greedy_decode(np.broadcast_to(np.float32(0), (4, 2, HUGE)), MASK), "inputs"),
+    ],
+)
+def test_inputs_beyond_memory_are_refused_before_allocating(call, name: str) -> None:
+    pattern = rf"^{name}: shape .* needs \d+ bytes .* of working memory"
+    with pytest.raises(ctcop.InvalidInputError, match=pattern) as info:
+        call()
+    assert "this machine's" in str(info.value)

@@ -277,3 +277,56 @@ def test_openvino_cpu_orders_nan_as_the_mapping_expects() -> None:
     assert greater[0] and greater_equal[0] and maximum[0] == 0.5 and top == 1.0
     *_, top = compiled([np.full(3, -np.inf, np.float32), half]).values()
     assert top == np.finfo(np.float32).min
+
+
+class Blank4(nn.Module):
+    """ctc_loss with blank 4 over five classes: log-probabilities as given (none normalised)."""
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor, frames: torch.Tensor, lengths: torch.Tensor):  # type: ignore[no-untyped-def]
+        return F.ctc_loss(x, targets, frames, lengths, blank=4, reduction="none")
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_an_unread_class_far_above_the_rest_changes_nothing(exporter: str) -> None:
+    """Class 0 is neither a target nor the blank of sample 0, so no path reads it and PyTorch's
+    loss does not depend on it; raised by 1e6 / 1e10 / 1e30 it must not dominate the log-sum-exp
+    of the correction (which would cancel the loss to 5.19 / 0 / -6e23, spec 14.1)."""
+    rng = np.random.default_rng(0)
+    x = np.log(rng.dirichlet(np.ones(5), size=(6, 2))).astype(np.float32)
+    targets, frames, lengths = np.array([[1, 2], [3, 1]]), np.array([6, 5]), np.array([2, 2])
+    inputs = tuple(torch.from_numpy(v) for v in (x, targets, frames, lengths))
+    exported = ctcop.torch.export_onnx(Blank4(), inputs, exporter=exporter)
+    session = onnxruntime.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    compiled = compiled_openvino(Blank4(), inputs)
+    for raised in (0.0, 1e6, 1e10, 1e30, np.inf):  # +inf: a NaN sample (spec 14.3), as before
+        y = x.copy()
+        y[:, 0, 0] += np.float32(raised)
+        feeds = (y, targets, frames, lengths)
+        expected = F.ctc_loss(*(torch.from_numpy(v) for v in feeds), blank=4, reduction="none").numpy()
+        if raised == np.inf:
+            expected = np.array([np.nan, expected[1]], np.float32)
+        got = {
+            "reference_loss": reference_loss(*feeds, blank=4, reduction="none"),
+            "onnxruntime": session.run(None, dict(zip(names, feeds, strict=True)))[0],
+            "openvino": compiled(list(feeds))[0],
+        }
+        for where, value in got.items():
+            assert compare(value, expected, "float32") is None, (where, raised, value, expected)
+
+
+@pytest.mark.parametrize("hint", ["f32", "bf16"])
+def test_a_subnormal_log_prob_is_finite_in_the_conversion(hint: str) -> None:
+    """The conversion's guard of non-finite frames (the lowering's) holds for subnormal values,
+    which the CPU plugin's IsFinite calls non-finite, under either precision (read back)."""
+    x = np.zeros((3, 1, 5), np.float32)
+    targets, frames, lengths = np.array([[0, 1]]), np.array([3]), np.array([2])
+    inputs = tuple(torch.from_numpy(v) for v in (x, targets, frames, lengths))
+    converted = openvino.convert_model(Blank4(), example_input=inputs, extension=ctcop.openvino_extensions())
+    compiled = openvino.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": hint})
+    assert compiled.get_property("INFERENCE_PRECISION_HINT") in (openvino.Type.f32, openvino.Type.bf16)
+    for value in (1e-38, 1e-40, -1e-40):
+        y = x.copy()
+        y[1, 0, 2] = value
+        expected = F.ctc_loss(*(torch.from_numpy(v) for v in (y, targets, frames, lengths)), blank=4, reduction="none")
+        assert compare(compiled([y, targets, frames, lengths])[0], expected.numpy(), "float32") is None, value

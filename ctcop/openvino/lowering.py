@@ -11,7 +11,9 @@ guards that make the graph a total function (spec 11.5):
   computed here, and the kernel gets a harmless dummy sample;
 * G3 label_length > logit_length raises instead of giving +inf: after pad removal and collapse
   (done here, so the length is the processed length) such samples get +inf and a dummy;
-* G4 a non-finite value in an active frame yields NaN for that sample (rule 4.4);
+* G4 a non-finite value in an active frame yields NaN for that sample (rule 4.4); finiteness is
+  tested as ``x - x == 0`` (0 for every finite x, subnormals included; NaN for inf and NaN),
+  because the CPU plugin's IsFinite is false for subnormal values;
 * G5 a label the kernel would use as an index outside [0, C) reads or writes outside its tensors
   (a SIGSEGV, or a loss of -2.4e13): every sample that breaks rule 3.1 or 3.3 in its own mask
   column or label row gets the dummy and NaN, so the kernel and every gather only ever see
@@ -216,7 +218,8 @@ def _read_out(
     for targets longer than their frames (4.4); NaN for non-finite active frames (G4) and faults
     (G5, G6); +0.0, never -0.0."""
     zero = ops.convert_like(_f32(0.0), precise)
-    finite_frames = ops.reduce_logical_and(ops.is_finite(precise), _i64([2]), keep_dims=False)
+    finite = ops.equal(ops.subtract(precise, precise), zero)  # not IsFinite: false for subnormals on CPU
+    finite_frames = ops.reduce_logical_and(finite, _i64([2]), keep_dims=False)
     nonfinite = ops.reduce_logical_or(ops.logical_and(active, ops.logical_not(finite_frames)), _i64([0]), False)
     last_class = ops.slice(log_probs, _i64([-1]), _i64([np.iinfo(np.int32).max]), _i64([1]), _i64([2]))
     blank_log_probs = ops.reduce_sum(last_class, _i64([2]), keep_dims=False)  # 0 when C = 0

@@ -24,7 +24,7 @@ import numpy as np
 import openvino as ov
 import openvino.opset15 as ops
 
-from ..torch.semantics import DEAD_LOSS, STAND_IN_GAP, ArgumentFacts, TorchCtcCall, checked_call
+from ..torch.semantics import DEAD_LOSS, STAND_IN_GAP, UNREAD_GAP, ArgumentFacts, TorchCtcCall, checked_call
 from .lowering import lower, runtime_nan
 from .types import type_name
 
@@ -136,18 +136,43 @@ def _labels(rows_f: ov.Output, rows: ov.Output, lengths: _Lengths, blank: int, s
     return ops.select(inside, ops.select(valid, rows, _i64(-2)), _i64(-1))
 
 
-def _logits(x: ov.Output, blank: int) -> tuple[ov.Output, ov.Node]:
-    """CTCLoss-4's logits [T, N, C + 1] (f32 or f64; -inf replaced by the frame's top minus
-    STAND_IN_GAP; a copy of the blank's column appended, CTCLoss-4's blank) and the frame tops
-    [T, N, 1]. A Select, not a Maximum: the CPU plugin's Maximum drops a NaN first operand."""
+def _readable(labels: ov.Output, values: ov.Output) -> ov.Node:
+    """[1, N, W] bool for the W = C + 1 classes of ``values`` [T, N, W]: the classes a path of each
+    sample can read (its targets, from the CTCLoss-4 ``labels`` [N, T], and the blank's copy
+    W - 1). (W is C when ``blank`` >= C, a batch fault: all NaN.)"""
+    width = ops.gather(ops.shape_of(values, "i64"), _i64([2]), _i64(0))
+    last = ops.subtract(width, _i64([1]))
+    is_class = ops.logical_and(ops.greater_equal(labels, _i64(0)), ops.less(labels, last))
+    rows = ops.gather(ops.shape_of(labels, "i64"), _i64([0]), _i64(0))
+    index = ops.concat([ops.select(is_class, labels, last), ops.broadcast(last, ops.concat([rows, _i64([1])], 0))], 1)
+    zeros = ops.broadcast(_i64(0), ops.concat([rows, width], 0))
+    read = ops.scatter_elements_update(zeros, index, ops.broadcast(_i64(1), ops.shape_of(index, "i64")), _i64(1))
+    return ops.unsqueeze(ops.convert(read, "boolean"), _i64([0]))
+
+
+def _logits(x: ov.Output, blank: int, labels: ov.Output) -> tuple[ov.Output, ov.Node]:
+    """CTCLoss-4's logits [T, N, C + 1] (f32 or f64; a copy of the blank's column appended,
+    CTCLoss-4's blank; -inf replaced by the frame's top minus STAND_IN_GAP, the top being the
+    maximum over the classes the sample reads (:func:`_readable` of ``labels``); an unread value above
+    ``top + UNREAD_GAP`` replaced by ``top``, +inf by NaN) and the shift of each frame's
+    log-sum-exp [T, N, 1] (their maximum). Selects, not Maximum/Minimum: the CPU plugin's Maximum
+    drops a NaN first operand."""
     values = x if x.get_element_type() in (ov.Type.f32, ov.Type.f64) else ops.convert(x, "f32").output(0)
+    column = ops.slice(values, _i64([blank]), _i64([blank + 1]), _i64([1]), _i64([2]))
+    values = ops.concat([values, column], 2).output(0)
+    readable = _readable(labels, values)
     negative = {"detect_positive": False, "detect_negative": True}
-    top = ops.reduce_max(values, _i64([2]), keep_dims=True)
+    last = ops.slice(values, _i64([-1]), _i64([np.iinfo(np.int64).max]), _i64([1]), _i64([2]))
+    top = ops.reduce_max(ops.select(readable, values, last), _i64([2]), keep_dims=True)  # the copy is read
     top = ops.select(ops.is_inf(top, negative), _like(0.0, values), top)
     stand_in = ops.subtract(top, _like(STAND_IN_GAP, values))
     replaced = ops.select(ops.is_inf(values, negative), stand_in, values)
-    column = ops.slice(replaced, _i64([blank]), _i64([blank + 1]), _i64([1]), _i64([2]))
-    return ops.concat([replaced, column], 2).output(0), top
+    over = ops.logical_and(
+        ops.logical_not(readable), ops.greater(replaced, ops.add(top, _like(UNREAD_GAP, values)))
+    )  # true for NaN too (the CPU plugin's Greater): top + (NaN - NaN) is NaN again
+    replaced = ops.select(over, ops.add(top, ops.subtract(replaced, replaced)), replaced)
+    shift = ops.reduce_max(replaced, _i64([2]), keep_dims=True)
+    return replaced.output(0), ops.select(ops.is_inf(shift, negative), _like(0.0, values), shift)
 
 
 def _correction(logits: ov.Output, top: ov.Output, active: ov.Output) -> ov.Node:
@@ -203,8 +228,8 @@ def torch_loss(inputs: list[ov.Output], call: TorchCtcCall) -> ov.Node:
     bad_frames = ops.logical_or(bad_frames, ops.less(lengths.targets_f, ops.constant(np.float32(0))))
     blank_fault = ops.squeeze(ops.greater_equal(_i64([call.blank]), sizes.classes), _i64([0]))
     faults = ops.logical_or(ops.logical_or(faults, bad_frames), ops.logical_or(lengths.batch_fault, blank_fault))
-    logits, top = _logits(x3, call.blank)
     labels = _labels(rows_f, rows, lengths, call.blank, sizes)
+    logits, top = _logits(x3, call.blank, labels)
     core = lower(logits, active, labels, preprocess_collapse_repeated=False, merge_repeated=True)
     loss = ops.subtract(core, _correction(logits, top, active))
     return ops.convert_like(_read_out(loss.output(0), lengths, faults, call), x)

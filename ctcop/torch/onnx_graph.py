@@ -26,7 +26,7 @@ from ..onnx import function
 from ..onnx.graph import GraphBuilder
 from ..onnx.writer import with_function
 from ..options import ExportOptions
-from .semantics import DEAD_LOSS, STAND_IN_GAP, TorchCtcCall
+from .semantics import DEAD_LOSS, STAND_IN_GAP, UNREAD_GAP, TorchCtcCall
 
 DOMAIN = "ai.ctcop.torch"
 OP_TYPE = "CTCLoss"
@@ -138,18 +138,39 @@ def _with_blank_last(g: GraphBuilder, values: str, blank: int) -> str:
     return g.Concat(values, column, axis=2)
 
 
-def _logits(g: GraphBuilder, x: str, dtype: int, compute: int, blank: int) -> tuple[str, str]:
-    """The logits CTCLoss-4 gets (compute type; every -inf replaced by its frame's top minus
-    STAND_IN_GAP; the blank's copy appended) and the frame tops [T, N, 1] (0 for a frame of -inf
-    only)."""
+def _readable(g: GraphBuilder, labels: str, values: str) -> str:
+    """[1, N, W] bool for the W = C + 1 classes of ``values`` [T, N, W]: the classes a path of each
+    sample can read (its targets, from the CTCLoss-4 ``labels`` [N, T], and the blank's copy
+    W - 1): a ScatterElements of ones. (W is C when ``blank`` >= C, a batch fault: all NaN.)"""
+    width = g.Shape(values, start=2, end=3)
+    last = g.Sub(g.Squeeze(width, g.i64([0])), g.i64(1))
+    is_class = g.And(g.GreaterOrEqual(labels, g.i64(0)), g.Less(labels, last))
+    rows = g.Shape(labels, start=0, end=1)
+    index = g.Concat(g.Where(is_class, labels, last), g.Expand(last, g.Concat(rows, g.i64([1]), axis=0)), axis=1)
+    zeros = g.Expand(g.i64(0), g.Concat(rows, width, axis=0))
+    read = g.ScatterElements(zeros, index, g.Expand(g.i64(1), g.Shape(index)), axis=1)
+    return g.Unsqueeze(g.Cast(read, to=BOOL), g.i64([0]))
+
+
+def _logits(g: GraphBuilder, x: str, dtype: int, compute: int, blank: int, labels: str) -> tuple[str, str]:
+    """The logits CTCLoss-4 gets (compute type; the blank's copy appended; every -inf replaced by
+    its frame's top minus STAND_IN_GAP, the top being the maximum over the classes the sample
+    reads (:func:`_readable` of ``labels``; 0 for a frame of -inf only); every unread value above
+    ``top + UNREAD_GAP`` replaced by ``top``, +inf by NaN) and the shift of each frame's
+    log-sum-exp [T, N, 1] (the maximum of those logits, 0 for a frame of -inf only)."""
     np_type = helper.tensor_dtype_to_np_dtype(compute)
-    values = x if dtype == compute else g.Cast(x, to=compute)
-    top = g.ReduceMax(values, g.i64([2]), keepdims=1)
+    values = _with_blank_last(g, x if dtype == compute else g.Cast(x, to=compute), blank)
+    readable = _readable(g, labels, values)
+    last = g.Slice(values, g.i64([-1]), g.i64([np.iinfo(np.int64).max]), g.i64([2]))
+    top = g.ReduceMax(g.Where(readable, values, last), g.i64([2]), keepdims=1)  # the blank's copy is read
     top = g.Where(g.IsInf(top, detect_positive=0), g.const(0.0, np_type), top)
     # Max puts the stand-in in place of every -inf (and of any value below it: such a gap is past
     # the DEAD_LOSS bound anyway): one broadcasting operator, several times faster than a Where.
     values = g.Max(values, g.Sub(top, g.const(STAND_IN_GAP, np_type)))
-    return _with_blank_last(g, values, blank), top
+    over = g.And(g.Not(readable), g.Greater(values, g.Add(top, g.const(UNREAD_GAP, np_type))))
+    values = g.Where(over, g.Add(top, g.Sub(values, values)), values)
+    shift = g.ReduceMax(values, g.i64([2]), keepdims=1)
+    return values, g.Where(g.IsInf(shift, detect_positive=0), g.const(0.0, np_type), shift)
 
 
 def _correction(g: GraphBuilder, logits: str, top: str, active: str) -> str:
@@ -209,8 +230,9 @@ def _expansion(g: GraphBuilder, node: onnx.NodeProto, name: str) -> None:
     bad_frames = g.Or(bad_frames, g.Less(lengths.targets, g.i64(0)))
     batch_fault = g.Or(lengths.batch_fault, g.Squeeze(g.GreaterOrEqual(g.i64([call.blank]), sizes.classes), g.i64([0])))
     faults = g.Or(g.Or(faults, bad_frames), batch_fault)
-    logits, top = _logits(g, x, dtype, compute, call.blank)
-    core = _ctc_node(g, logits, mask, _labels(g, rows, lengths, call.blank, sizes), name)
+    labels = _labels(g, rows, lengths, call.blank, sizes)
+    logits, top = _logits(g, x, dtype, compute, call.blank, labels)
+    core = _ctc_node(g, logits, mask, labels, name)
     loss = _read_out(g, core, _correction(g, logits, top, active), lengths, faults)
     g.node("Cast", [_reduced(g, loss, lengths, call)], [node.output[0]], to=dtype)
 

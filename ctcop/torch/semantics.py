@@ -2,20 +2,28 @@
 
 ``torch.nn.functional.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
 reduction, zero_infinity)`` (and ``torch.ctc_loss``, ``torch.nn.CTCLoss``) differs from the
-spec's op in five ways, each mapped exactly:
+spec's op in five ways, each mapped exactly (the fourth point below is a guard of the first):
 
 * it does not normalise ``log_probs``: a path's probability is ``exp(sum_t x[t, s_t])``, while
   CTCLoss-4 applies a softmax. Since ``ln softmax(x)[c] = x[c] - lse(x)``, with ``lse`` the
   log-sum-exp over the classes, ``loss_torch[i] = loss_ctcop[i] - sum_{t < T_i} lse(x[t, i, :])``
   for any finite ``x``;
 * a -inf log-probability is a probability of zero to PyTorch and a non-finite frame (NaN) to the
-  spec: it is replaced by ``frame maximum - 2**100``, whose paths are then 2**100 less probable
-  than any other, and a loss of 2**99 or more (every aligned path went through one) is +inf;
+  spec: it is replaced by ``frame top - 2**100`` (the top of the classes read, below), whose
+  paths are then 2**100 less probable than any other, and a loss of 2**99 or more (every
+  aligned path went through one) is +inf;
 * its blank is any class, CTCLoss-4's is the last: a copy of the blank's column is appended
   (C + 1 classes; the appended one is CTCLoss-4's blank). The original column stays but no label
   names it, so no path reads it; it only enlarges the softmax's denominator, which the correction
   (computed on the same C + 1 columns) takes back out. A target equal to ``blank`` is an invalid
   label (NaN);
+* a class that no path of sample i reads (not one of its targets, not the blank's copy) changes
+  only the denominator too, so its value does not matter as long as it is the same in the loss
+  and in the correction; but one far above the classes read would dominate the log-sum-exp, and
+  the correction would cancel the loss catastrophically. Each frame's "top" is therefore the
+  maximum over the classes sample i can read, and an unread value above ``top + UNREAD_GAP`` is
+  fed (to the loss and the correction alike) as ``top`` (+inf stays non-finite, as NaN). Values
+  within the bound are fed as they are;
 * lengths and targets: ``input_lengths`` becomes the mask, the first ``target_lengths[i]`` entries
   of row i (padded [N, S]) or of the i-th run of the concatenation (1-D) become label row i, the
   rest -1; a target longer than the time axis is +inf (it is longer than its frames);
@@ -46,6 +54,9 @@ REDUCTIONS = ("none", "mean", "sum")
 STAND_IN_GAP = 2.0**100
 # ... and a corrected loss at or above this means no aligned path of nonzero probability: +inf.
 DEAD_LOSS = 2.0**99
+# An unread class (no path of the sample reads it) above its frame's top readable value by more
+# than this is fed as that top: it cannot then dominate the log-sum-exp (e**32 ~ 8e13).
+UNREAD_GAP = 32.0
 LOG_PROB_TYPES = ("float16", "float32", "float64")
 LENGTH_TYPES = ("int8", "int16", "int32", "int64", "uint8")
 LENGTH_NAMES = ("input_lengths", "target_lengths")
@@ -168,10 +179,23 @@ def relabelled(rows: np.ndarray, inside: np.ndarray, blank: int) -> np.ndarray:
     return np.where(inside, np.where((rows < 0) | (rows == blank), -2, rows), -1)
 
 
-def frame_tops(logits: np.ndarray) -> np.ndarray:
-    """Each frame's maximum over the classes [T, N, 1], 0 for a frame of -inf only (NaN propagates)."""
+def readable_classes(labels: np.ndarray, classes: int) -> np.ndarray:
+    """[N, C + 1]: the classes a path of sample i can read, from CTCLoss-4 label rows [N, T]
+    over C + 1 classes: its targets in [0, C) and the blank's copy C."""
+    n = labels.shape[0]
+    readable = np.zeros((n, classes + 1), dtype=bool)
+    readable[:, classes] = True
+    rows, columns = np.nonzero((labels >= 0) & (labels < classes))
+    readable[rows, labels[rows, columns]] = True
+    return readable
+
+
+def frame_tops(logits: np.ndarray, readable: np.ndarray | None = None) -> np.ndarray:
+    """Each frame's maximum over the classes [T, N, 1], or over those its sample can read when
+    ``readable`` [N, C] is given; 0 for a frame of -inf only (NaN propagates)."""
     with np.errstate(invalid="ignore"):
-        top = np.max(logits, axis=2, keepdims=True)
+        values = logits if readable is None else np.where(readable[None], logits, -np.inf)
+        top = np.max(values, axis=2, keepdims=True)
     return np.where(np.isneginf(top), 0.0, top)
 
 
@@ -180,9 +204,19 @@ def stand_ins(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
     return np.where(np.isneginf(logits), top - STAND_IN_GAP, logits)
 
 
+def bounded(logits: np.ndarray, top: np.ndarray, readable: np.ndarray) -> np.ndarray:
+    """``logits`` [T, N, C] with every unread value above ``top + UNREAD_GAP`` replaced by
+    ``top`` (+inf by NaN: still non-finite)."""
+    with np.errstate(invalid="ignore"):
+        over = ~readable[None] & (logits > top + UNREAD_GAP)
+        result: np.ndarray = np.where(over, top + (logits - logits), logits)
+    return result
+
+
 def log_sums(logits: np.ndarray, top: np.ndarray, active: np.ndarray) -> np.ndarray:
-    """The sum over the active frames of each frame's log-sum-exp over the classes, [N]: -inf
-    when an active frame holds -inf (or stand-ins) only, NaN when it holds NaN or +inf."""
+    """The sum over the active frames of each frame's log-sum-exp over the classes, [N], with
+    ``top`` [T, N, 1] the shift: about -STAND_IN_GAP when an active frame held -inf only (the
+    corrected loss is then past DEAD_LOSS: +inf), NaN when it holds NaN or +inf."""
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         lse = top[..., 0] + np.log(np.sum(np.exp(logits - top), axis=2))
     sums: np.ndarray = np.where(active, lse, 0.0).sum(axis=0)
@@ -226,11 +260,13 @@ def reference_loss(
     rows, faults = label_rows(tg, tl, frames, call.concatenated)
     inside = np.arange(frames)[None, :] < tl[:, None]
     active = np.arange(frames)[:, None] < il[None, :]
-    top = frame_tops(logits)
-    replaced = stand_ins(logits, top)
-    moved = np.concatenate([replaced, replaced[:, :, blank : blank + 1]], axis=2)
-    core = ctc_loss_or_nan(moved, active.astype(np.int32), relabelled(rows, inside, blank))
-    loss = core - log_sums(moved, top, active)
+    labels = relabelled(rows, inside, blank)
+    moved = np.concatenate([logits, logits[:, :, blank : blank + 1]], axis=2)
+    readable = readable_classes(labels, logits.shape[2])
+    top = frame_tops(moved, readable)
+    fed = bounded(stand_ins(moved, top), top, readable)
+    core = ctc_loss_or_nan(fed, active.astype(np.int32), labels)
+    loss = core - log_sums(fed, frame_tops(fed), active)
     loss = np.where(loss >= DEAD_LOSS, np.inf, loss)
     loss = np.where((tl > il) & ~np.isnan(loss), np.inf, loss)
     loss[faults | (il < 0) | (il > frames)] = np.nan
