@@ -119,3 +119,93 @@ BAD = [BlankOffByOne(), Probabilities(), Abort(), Noise(), Sleepy(), BadGradient
 def make() -> list[Any]:
     """The zero-argument callable form."""
     return [Noise()]
+
+
+# -- runtimes that misbehave towards the runner itself -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Careless:
+    """The right loss, then it "cleans up" its inputs in place (the padding of labels made 0)."""
+
+    name: str = "careless"
+    description: str = "writes into the inputs it was handed"
+
+    def run(self, case: Any) -> np.ndarray:
+        loss = _reference(case)
+        labels = _spec(case)["labels"]
+        labels[labels == -1] = 0
+        return loss
+
+
+class NotAnArray:
+    """What a tensor that refuses numpy conversion looks like (torch's, when it requires grad)."""
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+
+
+@dataclass(frozen=True)
+class RequiresGrad:
+    name: str = "requires-grad"
+    description: str = "answers an object that numpy cannot convert"
+
+    def run(self, case: Any) -> Outcome:
+        _spec(case)
+        return Outcome(NotAnArray())  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Interrupting:
+    name: str = "interrupting"
+    description: str = "raises KeyboardInterrupt"
+
+    def run(self, case: Any) -> np.ndarray:
+        _spec(case)
+        raise KeyboardInterrupt
+
+
+@dataclass(frozen=True)
+class Exiting:
+    name: str = "exiting"
+    description: str = "raises SystemExit"
+
+    def run(self, case: Any) -> np.ndarray:
+        _spec(case)
+        raise SystemExit(3)
+
+
+@dataclass(frozen=True)
+class Objects:
+    name: str = "objects"
+    description: str = "the right numbers in an object array"
+
+    def run(self, case: Any) -> np.ndarray:
+        return np.array(list(_reference(case)), dtype=object)
+
+
+class BrokenDescription:
+    name = "broken-description"
+
+    @property
+    def description(self) -> str:
+        raise RuntimeError("no description today")
+
+    def run(self, case: Any) -> np.ndarray:
+        return _reference(case)
+
+
+class ExitingAvailable:
+    name = "exiting-available"
+    description = "available() calls sys.exit(3)"
+
+    def available(self) -> str | None:
+        raise SystemExit(3)
+
+    def run(self, case: Any) -> np.ndarray:
+        return _reference(case)
+
+
+HOSTILE = [Careless()]
+MISANSWERING = [RequiresGrad(), Interrupting(), Exiting(), Objects()]
+BROKEN_LISTING = [BrokenDescription(), ExitingAvailable()]

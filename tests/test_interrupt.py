@@ -215,3 +215,18 @@ def test_eval_interrupted_while_loading_the_model_still_reports(tmp_path) -> Non
     assert process.returncode == 130 and stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
     document = json.loads(report.read_text())
     assert document["complete"] is False and document["interrupted_by"] == "SIGINT"
+
+
+# ``ctcop`` as ANNOUNCING runs it, and a SIGTERM sent once ``main`` has returned, while the
+# interpreter is ending (where a second signal lands when it comes a moment after the first).
+TERMINATED_WHILE_ENDING = ANNOUNCING.replace(
+    "sys.exit(cli.main(sys.argv[1:]))",
+    "import os, signal\ncode = cli.main(sys.argv[1:])\nos.kill(os.getpid(), signal.SIGTERM)\nsys.exit(code)",
+)
+
+
+def test_a_second_signal_while_ending_keeps_the_first_signals_exit_code(tmp_path) -> None:
+    report = str(tmp_path / "out.json")
+    args = ["-c", TERMINATED_WHILE_ENDING, "conformance", "--json", report, "--jobs", "2"]
+    result, workers = interrupt(args, signal.SIGINT, first_result)
+    assert_interrupted(result, workers, "SIGINT", report)

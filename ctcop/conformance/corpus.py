@@ -40,6 +40,8 @@ floor(T / 10)`` frames (a prefix mask, int32) and ``L_n = L - (n mod 3) floor(L 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import fnmatch
 import json
 import re
@@ -213,6 +215,20 @@ class CorpusCase:
         if self.generator is not None:
             return materialize(self.generator)
         return {entry["name"]: read_array(self.folder, entry) for entry in self.manifest["inputs"]}
+
+    def handed(self) -> CorpusCase:
+        """This case as a runtime receives it (spec section 10): the same fields, and inputs that
+        are fresh read-only copies in a fresh dict. Whatever a runtime does to what it is handed
+        (an in-place write raises numpy's ``ValueError``) leaves this case, and so every later
+        evaluation, unchanged."""
+        fresh = dataclasses.replace(self, manifest=copy.deepcopy(dict(self.manifest)))
+        arrays = {}
+        for name, array in self.inputs.items():
+            private = np.array(array, copy=True)
+            private.flags.writeable = False
+            arrays[name] = private
+        vars(fresh)["inputs"] = arrays  # the cached_property's slot: never read again from files
+        return fresh
 
     @cached_property
     def expected_loss(self) -> np.ndarray | None:

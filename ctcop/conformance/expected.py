@@ -85,6 +85,8 @@ def parse(text: str) -> list[Expected]:
             document = json.loads(text)
         except json.JSONDecodeError as error:
             raise ValueError(f"not valid JSON: {error}") from None
+        except RecursionError:
+            raise ValueError("not valid JSON: nested too deeply") from None
         return _json_entries(document)
     return _text_entries(text)
 

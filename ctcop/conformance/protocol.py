@@ -5,12 +5,16 @@ A runtime is any object with a ``name`` (str), a ``description`` (str) and a met
 ``case.form`` is ``"spec"`` (inputs ``inputs`` [T, N, C], ``sequence_mask`` [T, N], ``labels``
 [N, T]) or ``"released"`` (``logits`` [N, T, C], ``logit_length`` [N], ``labels`` [N, T],
 ``label_length`` [N], optional scalar ``blank_index``); ``case.inputs`` maps those names to
-arrays and ``case.attributes`` holds the form's boolean attributes. ``run`` returns the [N] loss
-(an array) or an :class:`Outcome` with the loss and, for a runtime that can differentiate, the
-gradient with respect to the logits in the logits' layout. A case outside the semantics the
+arrays, fresh read-only copies for each call (a runtime that needs to write into one copies it
+first; writing raises numpy's ``ValueError``, the runtime's ``error``), and ``case.attributes``
+holds the form's boolean attributes. ``run`` returns the [N] loss (an array) or an
+:class:`Outcome` with the loss and, for a runtime that can differentiate, the gradient with
+respect to the logits in the logits' layout. A case outside the semantics the
 runtime implements raises :class:`Unsupported` with the reason (the case is then a ``skip``);
-any other exception is the runtime's ``error``. For ``expect == "reject"`` cases a clean
-exception is the conforming answer. Adapters convert layouts only: they never repair a result.
+any other exception (``KeyboardInterrupt`` and ``SystemExit`` included), and an answer that is
+not numeric arrays (an object array, a tensor numpy cannot convert), is the runtime's
+``error``. For ``expect == "reject"`` cases a clean exception is the conforming answer.
+Adapters convert layouts only: they never repair a result.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@
 1. the built-in adapters, :data:`ctcop.conformance.runtimes.RUNTIMES`;
 2. the framework peers, ``ctcop.conformance.peers.PEERS`` (when that package is there);
 3. the entry-point group ``ctcop.runtimes`` of every installed distribution;
-4. each ``--runtime-module pkg.mod:attr`` (or ``path/to/file.py:attr``).
+4. each ``--runtime-module pkg.mod:attr`` (or ``path/to/file.py:attr``), loaded first in a probe
+   process (:func:`probe`) so that a module that kills or hangs its importer is refused, in one
+   line, instead of taking ctcop with it.
 
 An entry point or ``attr`` is a runtime object, a list, tuple or dict of them, or a zero-argument
 callable returning one of those. A runtime has ``name``, ``description`` and ``run(case)``, and
@@ -16,17 +18,24 @@ first run, an entry point or a module when it is named here.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import importlib
 import importlib.metadata
 import importlib.util
+import math
 import os
 import re
+import select
+import signal
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 GROUP = "ctcop.runtimes"
+PROBE_TIMEOUT_S = 120.0  # how long loading a runtime module may take in the probe (:func:`probe`)
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
@@ -47,7 +56,10 @@ class Entry:
 
 
 def is_runtime(value: Any) -> bool:
-    return isinstance(getattr(value, "name", None), str) and callable(getattr(value, "run", None))
+    try:
+        return isinstance(getattr(value, "name", None), str) and callable(getattr(value, "run", None))
+    except Exception as error:  # a property that raises: not a usable runtime
+        raise RegistryError(f"{type(value).__name__}: reading its name or run raised {type(error).__name__}") from None
 
 
 def _legacy(value: Any) -> Any:
@@ -96,9 +108,17 @@ def availability(runtime: Any) -> str | None:
         return None
     try:
         reason = check()
-    except Exception as error:  # a broken availability check is a reason, not a crash
-        return f"available() raised {type(error).__name__}: {error}"
-    return None if reason is None else str(reason)
+        return None if reason is None else str(reason)
+    except (Exception, SystemExit) as error:  # a broken availability check is a reason, not a crash
+        return f"available() raised {type(error).__name__}: {_line(error)}"
+
+
+def _line(error: BaseException) -> str:
+    """``error``'s message in one line (what ``str`` of it gives, or says when it cannot)."""
+    try:
+        return " ".join(str(error).split())[:300]
+    except Exception:
+        return "(no readable message)"
 
 
 def _import_file(path: str) -> Any:
@@ -139,8 +159,84 @@ def load_module(spec: str) -> list[Any]:
         return expand(value, spec)
     except RegistryError:
         raise
-    except Exception as error:  # whatever the user's module raises, it is one line for the CLI
+    except (Exception, SystemExit) as error:  # whatever the user's module raises, it is one line for the CLI
         raise RegistryError(f"{spec}: {type(error).__name__}: {error}") from None
+
+
+def _probe_child(spec: str, send: int) -> None:
+    """The probe's forked process: load ``spec`` and list its runtimes, answer on ``send`` ("ok",
+    or the one-line refusal); never returns (``os._exit``)."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's to handle: it kills this one
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.setpgid(0, 0)  # whatever the module starts is killed with it
+        faulthandler.disable()
+        quiet = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(quiet, fd)
+        try:
+            for runtime in load_module(spec):
+                _entry(runtime, f"module {spec}")
+            answer = "ok"
+        except RegistryError as error:
+            answer = " ".join(str(error).split())[:2000] or "refused"
+        os.write(send, answer.encode("utf-8", "replace"))
+        code = 0
+    except BaseException:  # it answers through its pipe or not at all
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _died(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            return f"was killed by {signal.Signals(number).name}"
+        except ValueError:
+            return f"was killed by signal {number}"
+    return f"exited with code {os.WEXITSTATUS(status)}"
+
+
+def probe(spec: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Load the runtime module ``spec`` in a forked process first, listing its runtimes (their
+    ``description`` and ``available()`` read there too), so that a module that kills the process
+    that imports it (a fault, ``os._exit``) or never finishes loading costs that process, not
+    this one: :class:`RegistryError` (one line) when it did, or when it answered a refusal."""
+    receive, send = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        os.close(receive)
+        _probe_child(spec, send)
+    os.close(send)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)
+    answer, ended, deadline = b"", False, time.monotonic() + timeout_s
+    try:
+        poller = select.poll()
+        poller.register(receive, select.POLLIN)
+        while not ended and (left := deadline - time.monotonic()) > 0:
+            if poller.poll(max(1, math.ceil(left * 1000))):
+                data = os.read(receive, 1 << 16)
+                answer += data[: max(0, 4096 - len(answer))]
+                ended = not data
+    finally:
+        for kill in (os.killpg, os.kill):  # whatever is left of it: the group, then the process
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        os.close(receive)
+    text = answer.decode("utf-8", "replace")
+    if not ended:
+        raise RegistryError(f"{spec}: loading it did not finish within {timeout_s:g} s")
+    if text == "ok":
+        return
+    if text:
+        raise RegistryError(text)
+    raise RegistryError(f"{spec}: the process loading it {_died(status)}")
 
 
 def builtin() -> list[Any]:
@@ -165,16 +261,21 @@ def plugins() -> list[tuple[str, list[Any] | str]]:
         origin = f"entry point {point.name} ({point.value})"
         try:
             found.append((origin, expand(point.load(), origin)))
-        except Exception as error:  # a broken plugin is listed, not fatal
+        except (Exception, SystemExit) as error:  # a broken plugin is listed, not fatal
             found.append((origin, f"{type(error).__name__}: {error}"))
     return found
 
 
 def _entry(runtime: Any, origin: str) -> Entry:
+    """The runtime as listed; one whose ``description`` cannot be read is listed, not available."""
     name = str(runtime.name)
     if not NAME.fullmatch(name):
         raise RegistryError(f"{origin}: runtime name {name!r} is not [a-z0-9][a-z0-9._-]*")
-    description = " ".join(str(getattr(runtime, "description", "")).split())
+    try:
+        description = " ".join(str(getattr(runtime, "description", "")).split())
+    except (Exception, SystemExit) as error:
+        reason = f"its description raised {type(error).__name__}: {_line(error)}"
+        return Entry(name, "(no description)", reason, origin, runtime)
     return Entry(name, description, availability(runtime), origin, runtime)
 
 
@@ -183,8 +284,14 @@ def _broken(origin: str, reason: str) -> Entry:
     return Entry(name, f"{origin}: failed to load", f"failed to load: {reason}", origin, None)
 
 
-def discover(modules: Sequence[str] = (), with_plugins: bool = True) -> list[Entry]:
-    """Every runtime of the four sources (module docstring), in order; a name seen twice is an error."""
+def discover(
+    modules: Sequence[str] = (), with_plugins: bool = True, probe_timeout_s: float = PROBE_TIMEOUT_S
+) -> list[Entry]:
+    """Every runtime of the four sources (module docstring), in order; a name seen twice is an
+    error. Each module is loaded by :func:`probe` (within ``probe_timeout_s``) before it is
+    loaded here."""
+    for spec in modules:
+        probe(spec, probe_timeout_s)
     groups: list[tuple[str, Iterable[Any] | str]] = [("built-in", builtin()), ("peer", peers())]
     if with_plugins:
         groups += plugins()

@@ -35,7 +35,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from .shard import check
+from .shard import MergeError, check
 
 SCHEMA = "ctcop-conformance-2"
 STATUSES = ("pass", "fail", "error", "crash", "timeout", "skip", "xfail", "xpass", "nondeterministic")
@@ -137,9 +137,43 @@ def document(
     return json.dumps(body, indent=1, allow_nan=False) + "\n"
 
 
+def _no_constant(token: str) -> float:
+    raise ValueError(f"{token} is not JSON (a report writes non-finite numbers as strings)")
+
+
+def _finite(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise ValueError(f"{token[:40]} is out of range for a number")
+    return value
+
+
+def read(path: str) -> Any:
+    """The JSON document in ``path``, as a report is written: strict JSON (``NaN``, ``Infinity``
+    refused); ``ValueError``, one line, for text that is not that, nested too deeply included."""
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _check_results(results: Any, path: str) -> None:
+    """Refuse results that are not rows of a report (``MergeError``, one line)."""
+    if not isinstance(results, list):
+        raise MergeError(f"{path}: results is not a list")
+    for number, row in enumerate(results):
+        fields = [row.get(k) if isinstance(row, dict) else None for k in ("case", "runtime", "status", "message")]
+        if not all(isinstance(v, str) for v in fields) or fields[2] not in STATUSES:
+            raise MergeError(f"{path}: result {number} is not {{case, runtime, status, message}} with a known status")
+
+
 def merge(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> dict[str, Any]:
     """One report from the reports of shards (see :mod:`.shard` for what is refused)."""
     shards, n = check(documents, paths, SCHEMA)
+    for document, path in zip(documents, paths, strict=True):
+        _check_results(document["results"], path)
     first = documents[0]
     order = {r["name"]: i for i, r in enumerate(first["runtimes"])}
     results = sorted(

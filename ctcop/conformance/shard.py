@@ -5,7 +5,9 @@ that needs nothing but the ids, so N machines with the same corpus and options r
 whose union is the unsharded run. :func:`merge` joins the ``--json`` reports of shards into one
 report equal (results, summary) to the unsharded run's; it refuses reports of another schema, of
 other library versions or instruction sets (OpenVINO's float64 results depend on it, spec 12.2),
-of other runtimes or selections, and shards given twice. A missing shard leaves the merged report
+of other runtimes or selections, shards given twice or not K/N, and results that are not rows of
+a report (files that are not strict JSON, ``NaN`` or an overflowing number included, are refused
+when read: :func:`ctcop.conformance.report.read`). A missing shard leaves the merged report
 ``complete: false``.
 """
 
@@ -55,10 +57,15 @@ def _shards(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> tuple[
         for shard in document["selection"].get("merged") or [document["selection"].get("shard")]:
             if shard is None:
                 raise MergeError(f"{path}: not a shard report (run with --shard K/N)")
+            if not isinstance(shard, str):
+                raise MergeError(f"{path}: shard {shard!r} is not K/N")
+            try:
+                totals.add(parse(shard)[1])
+            except ValueError as error:
+                raise MergeError(f"{path}: shard {error}") from None
             if shard in seen:
                 raise MergeError(f"{path}: shard {shard} is also in {seen[shard]}")
             seen[shard] = path
-            totals.add(parse(shard)[1])
     if len(totals) != 1:
         raise MergeError(f"shards of different splits: {', '.join(sorted(seen))}")
     n = totals.pop()

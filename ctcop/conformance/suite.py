@@ -78,9 +78,12 @@ def make_plan(
     shard_spec: tuple[int, int] | None,
     expected_failures: Sequence[expected.Expected] = (),
     known_defects: bool = True,
+    probe_timeout_s: float = registry.PROBE_TIMEOUT_S,
 ) -> Plan:
+    """What a run will do; each runtime module is first loaded in a probe process that may take
+    ``probe_timeout_s`` (:func:`registry.probe`)."""
     try:
-        entries = registry.discover(modules)
+        entries = registry.discover(modules, probe_timeout_s=probe_timeout_s)
     except registry.RegistryError as error:
         raise PlanError("runtime_module", str(error)) from None
     listed = choose(entries, names)

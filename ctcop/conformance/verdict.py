@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from .. import canonical
 from ..tolerance import compare, max_errors
-from .protocol import Unsupported, outcome
+from .protocol import Outcome, Unsupported
 
 if TYPE_CHECKING:
     from .corpus import CorpusCase
@@ -170,10 +170,41 @@ def bits(array: np.ndarray | None) -> str:
     return digest.hexdigest()[:32]
 
 
-def _raised(error: Exception) -> str:
+def _raised(error: BaseException) -> str:
     lines = [line for line in str(error).strip().splitlines() if line.strip()] or [""]
     text = lines[-1].strip()[:300]
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def numeric(array: np.ndarray) -> bool:
+    """Whether ``array`` holds numbers by value (bool, integer, real, complex, or an ``ml_dtypes``
+    float such as bfloat16); an object, string, date or structured array does not."""
+    kind, dtype = array.dtype.kind, array.dtype
+    return kind in "biufc" or (kind == "V" and dtype.names is None and dtype.type.__module__ == "ml_dtypes")
+
+
+class InvalidAnswer(Exception):
+    """A runtime's return value that is not a loss (and gradient) as numeric arrays."""
+
+
+def _answer_arrays(value: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """The loss and gradient of a runtime's return value as numeric arrays; :class:`InvalidAnswer`
+    (one line) saying what is wrong with an answer that is not one."""
+    answer = value if isinstance(value, Outcome) else Outcome(value)  # a bare answer is the loss
+    parts: list[np.ndarray | None] = []
+    for what, part in (("loss", answer.loss), ("gradient", answer.grad)):
+        if part is None:
+            parts.append(None)
+            continue
+        try:
+            array = np.asarray(part)
+        except Exception as error:
+            raise InvalidAnswer(f"the {what} ({type(part).__name__}) is not an array: {_raised(error)}") from None
+        if not numeric(array):
+            raise InvalidAnswer(f"the {what} has element type {array.dtype}, not a number type")
+        parts.append(array)
+    assert parts[0] is not None
+    return parts[0], parts[1]
 
 
 def _value_verdict(case: CorpusCase, loss: np.ndarray, grad: np.ndarray | None) -> dict[str, Any]:
@@ -194,21 +225,27 @@ def _value_verdict(case: CorpusCase, loss: np.ndarray, grad: np.ndarray | None) 
 
 def judge(runtime: Any, case: CorpusCase) -> dict[str, Any]:
     """Evaluate ``case`` with ``runtime`` once: ``{"kind": value | raised | skip, "status", "max_abs_err",
-    "max_rel_err", "message", "loss" (the values as text), "loss_bits", "grad_bits"}``."""
+    "max_rel_err", "message", "loss" (the values as text), "loss_bits", "grad_bits"}``.
+
+    The runtime gets :meth:`~.corpus.CorpusCase.handed` (fresh read-only inputs), so nothing it
+    does changes the case for the verdict or a later evaluation. Whatever it raises (any
+    ``BaseException``, ``KeyboardInterrupt`` and ``SystemExit`` too: this runs in a worker, which
+    ignores SIGINT, so they are the runtime's own) is its answer, and so is an answer that is not
+    a numeric array."""
     try:
-        answer = outcome(runtime.run(case))
+        loss, grad = _answer_arrays(runtime.run(case.handed()))
     except Unsupported as why:
         return {"kind": "skip", "status": "skip", "message": str(why) or "unsupported", "loss_bits": "skip"}
-    except Exception as error:  # whatever a runtime raises is its answer
+    except InvalidAnswer as wrong:
+        return {"kind": "raised", "status": "error", "message": f"not a valid answer: {wrong}", "loss_bits": "invalid"}
+    except BaseException as error:  # whatever a runtime raises is its answer (see above)
         raised = _raised(error)
-        status = "pass" if case.expect == "reject" else "error"
+        status = "pass" if case.expect == "reject" and isinstance(error, Exception) else "error"
         message = f"rejected: {raised}" if status == "pass" else raised
         return {"kind": "raised", "status": status, "message": message, "loss_bits": type(error).__name__}
-    loss = np.asarray(answer.loss)
-    grad = None if answer.grad is None else np.asarray(answer.grad)
     try:
         verdict = _value_verdict(case, loss, grad)
-    except Exception as error:  # a result that cannot even be compared (an object array, ...)
+    except Exception as error:  # a result that cannot even be compared
         verdict = {"status": "fail", "message": f"result not comparable: {_raised(error)}"}
     values = [number(v) for v in loss.ravel()[:4096]]
     return {"kind": "value", **verdict, "loss": values, "loss_bits": bits(loss), "grad_bits": bits(grad)}

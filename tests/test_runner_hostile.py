@@ -1,0 +1,285 @@
+"""The conformance runner and its commands against runtimes, runtime modules and report files that
+misbehave: a runtime that writes into its inputs, answers that are not arrays of numbers, a
+runtime module that kills or hangs the process importing it, a runtime whose listing raises,
+report files that are not what a run writes, and a signal while the final table is printed."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctcop.conformance import corpus, expected, registry, report, runner, shard, verdict
+
+HERE = Path(__file__).parent
+BAD_FILE = HERE / "bad_runtimes.py"
+RANDOM = "spec/random_1*/float32"  # 10 cases whose labels are padded with -1
+HANG_S = 300
+
+
+def fresh_case(case_id: str) -> corpus.CorpusCase:
+    return corpus.load(corpus.case_folder(corpus.default_root(), case_id))
+
+
+def module_runtimes(attr: str) -> list:
+    return registry.load_module(f"{BAD_FILE}:{attr}")
+
+
+def reference() -> object:
+    return next(entry.runtime for entry in registry.discover(with_plugins=False) if entry.name == "reference")
+
+
+def ctcop(*args: str, timeout: float = HANG_S, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "ctcop", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def one_line_usage_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "internal error" not in result.stderr
+    return result.stderr
+
+
+# -- a runtime's inputs are its own -----------------------------------------------------------------
+
+
+def test_a_runtime_writing_into_its_inputs_changes_nothing_for_the_next() -> None:
+    case = fresh_case("spec/random_10_nomerge/float32")
+    assert (case.inputs["labels"] == -1).any()
+    careless = verdict.judge(module_runtimes("HOSTILE")[0], case)
+    assert careless["status"] == "error" and "read-only" in careless["message"], careless
+    assert (case.inputs["labels"] == -1).any()  # the case is as it was
+    assert verdict.judge(reference(), case)["status"] == "pass"
+
+
+def test_what_a_runtime_is_handed_is_fresh_and_read_only() -> None:
+    case = fresh_case("spec/random_10_nomerge/float32")
+    first, second = case.handed(), case.handed()
+    assert first.inputs is not second.inputs and first.inputs is not case.inputs
+    for name, array in first.inputs.items():
+        assert not array.flags.writeable
+        assert not np.shares_memory(array, case.inputs[name])
+        with pytest.raises(ValueError, match="read-only"):
+            array[...] = 0
+    first.inputs.pop("labels")
+    assert "labels" in second.inputs and "labels" in case.inputs
+    assert first.id == case.id and first.attributes == case.attributes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_mutating_runtime_leaves_the_others_passing_whatever_the_jobs(tmp_path, jobs: str) -> None:
+    out = tmp_path / "out.json"
+    runtimes = "careless,reference,onnxruntime"
+    result = ctcop("conformance", "--runtime-module", f"{BAD_FILE}:HOSTILE", "--runtimes", runtimes,
+                   "--select", RANDOM, "--jobs", jobs, "--json", str(out))  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["reference"]["pass"] == 10 and summary["onnxruntime"]["pass"] == 10, summary
+    assert summary["careless"]["error"] == 10, summary
+
+
+# -- answers that are not arrays of numbers -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("index", "said"),
+    [
+        (0, "is not an array: RuntimeError: Can't call numpy() on Tensor that requires grad"),
+        (1, "KeyboardInterrupt"),
+        (2, "SystemExit: 3"),
+        (3, "element type object, not a number type"),
+    ],
+)
+def test_a_misanswering_runtime_is_an_error_that_says_why(index: int, said: str) -> None:
+    runtime = module_runtimes("MISANSWERING")[index]
+    # a KeyboardInterrupt or a SystemExit is no clean rejection of an invalid case either
+    for case_id in ("spec/hand_worked/float64", *(["invalid/label_at_least_c"] if index in (1, 2) else [])):
+        got = verdict.judge(runtime, fresh_case(case_id))
+        assert got["status"] == "error" and said in got["message"], (case_id, got)
+
+
+@pytest.mark.slow
+def test_misanswering_runtimes_are_errors_in_the_workers_not_crashes() -> None:
+    runtimes = {r.name: r for r in module_runtimes("MISANSWERING")}
+    results: list[dict] = []
+    cases = [fresh_case("spec/hand_worked/float64")]
+    runner.run_cases(runtimes, cases, runner.Settings(jobs=2, timeout_s=HANG_S, preload=False), results.append)
+    assert {r["runtime"]: r["status"] for r in results} == dict.fromkeys(runtimes, "error"), results
+
+
+# -- runtime modules are loaded in a probe process first -------------------------------------------
+
+KILLERS = {
+    "segfault": ("import ctypes\nctypes.string_at(0)\n", "killed by SIGSEGV"),
+    "exit": ("import os\nos._exit(7)\n", "exited with code 7"),
+    "hang": ("import threading\nthreading.Event().wait()\n", "did not finish within 3 s"),
+    "sys-exit": ("import sys\nsys.exit(4)\n", "SystemExit: 4"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KILLERS))
+def test_a_runtime_module_that_kills_its_importer_is_refused(tmp_path, kind: str) -> None:
+    source, said = KILLERS[kind]
+    path = tmp_path / f"{kind.replace('-', '_')}.py"
+    path.write_text(source + "RUNTIMES = []\n")
+    with pytest.raises(registry.RegistryError, match=said):
+        registry.probe(f"{path}:RUNTIMES", timeout_s=3)
+
+
+def test_a_runtime_module_that_loads_passes_the_probe() -> None:
+    registry.probe(f"{BAD_FILE}:BAD", timeout_s=HANG_S)
+    with pytest.raises(registry.RegistryError, match="has no attribute"):
+        registry.probe(f"{BAD_FILE}:NOTHING", timeout_s=HANG_S)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["segfault", "exit", "hang"])
+def test_conformance_with_a_killing_runtime_module_is_a_usage_error(tmp_path, kind: str) -> None:
+    source, said = KILLERS[kind]
+    path = tmp_path / "killer.py"
+    path.write_text(source + "RUNTIMES = []\n")
+    result = ctcop("conformance", "--runtime-module", f"{path}:RUNTIMES", "--runtimes", "reference",
+                   "--select", "spec/hand_worked/float64", "--timeout", "3")  # fmt: skip
+    assert said in one_line_usage_error(result)
+
+
+# -- a runtime whose listing raises -----------------------------------------------------------------
+
+
+def test_a_runtime_whose_description_or_availability_raises_is_listed_unavailable() -> None:
+    entries = {e.name: e for e in registry.discover([f"{BAD_FILE}:BROKEN_LISTING"], with_plugins=False)}
+    assert "RuntimeError: no description today" in str(entries["broken-description"].available)
+    assert "SystemExit: 3" in str(entries["exiting-available"].available)
+
+
+@pytest.mark.slow
+def test_conformance_lists_a_runtime_whose_listing_raises(tmp_path) -> None:
+    out = tmp_path / "out.json"
+    result = ctcop("conformance", "--runtime-module", f"{BAD_FILE}:BROKEN_LISTING", "--runtimes", "reference",
+                   "--select", "spec/hand_worked/float64", "--json", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- files that are not what a run writes ----------------------------------------------------------
+
+DEEP = "[" * 200_000 + "]" * 200_000
+
+
+def test_deeply_nested_expected_failures_are_one_line() -> None:
+    with pytest.raises(ValueError, match="nested too deeply"):
+        expected.parse(DEEP)
+
+
+def shard_report(shard_text: str) -> dict:
+    return {
+        "schema": report.SCHEMA, "complete": True, "interrupted_by": None, "versions": {}, "machine": {"isa": []},
+        "selection": {"patterns": [], "shard": shard_text, "cases": 0},
+        "settings": {}, "runtimes": [], "results": [], "summary": {},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (DEEP, "nested too deeply"),
+        (json.dumps(shard_report("1/2")).replace('"cases": 0', '"cases": NaN'), "NaN is not JSON"),
+        (json.dumps(shard_report("1/2")).replace('"cases": 0', '"cases": 1e999'), "out of range"),
+    ],
+)
+def test_report_files_are_strict_json(tmp_path, text: str, said: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=said):
+        report.read(str(path))
+
+
+def test_a_report_of_shard_5_of_2_is_refused() -> None:
+    with pytest.raises(shard.MergeError, match="5/2"):
+        report.merge([shard_report("5/2"), shard_report("1/2")], ["a.json", "b.json"])
+    with pytest.raises(shard.MergeError, match="not K/N"):
+        report.merge([shard_report(5), shard_report("1/2")], ["a.json", "b.json"])  # type: ignore[arg-type]
+    broken = shard_report("2/2") | {"results": [{"case": "x", "runtime": "y", "status": "great", "message": ""}]}
+    with pytest.raises(shard.MergeError, match="known status"):
+        report.merge([shard_report("1/2"), broken], ["a.json", "b.json"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["deep", "nan", "shard"])
+def test_conformance_merge_refuses_hostile_reports_in_one_line(tmp_path, kind: str) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(shard_report("1/2")))
+    second.write_text(
+        {
+            "deep": DEEP,
+            "nan": json.dumps(shard_report("2/2")).replace('"cases": 0', '"cases": NaN'),
+            "shard": json.dumps(shard_report("5/2")),
+        }[kind]
+    )
+    out = tmp_path / "merged.json"
+    one_line_usage_error(ctcop("conformance-merge", str(first), str(second), "-o", str(out)))
+    assert not out.exists()
+    (tmp_path / "e.txt").write_text(DEEP)
+    result = ctcop("conformance", "--expected-failures", str(tmp_path / "e.txt"), "--runtimes", "reference")
+    assert "nested too deeply" in one_line_usage_error(result)
+
+
+# -- the reports are written before the table -------------------------------------------------------
+
+
+def full_pipe() -> tuple[int, int]:
+    """A pipe whose buffer is already full: whoever writes to it blocks until it is read."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        while True:
+            os.write(write, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write, b"x")
+    os.set_blocking(write, True)
+    flags = fcntl.fcntl(write, fcntl.F_GETFL)
+    assert not flags & os.O_NONBLOCK
+    return read, write
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_table_blocks_keeps_the_finished_reports(tmp_path) -> None:
+    out, junit = tmp_path / "out.json", tmp_path / "out.xml"
+    read, write = full_pipe()
+    command = [sys.executable, "-m", "ctcop", "conformance", "--runtimes", "reference", "--select",
+               "spec/hand_worked/*", "--jobs", "1", "--json", str(out), "--junit", str(junit)]  # fmt: skip
+    environment = os.environ | {"PYTHONUNBUFFERED": "1"}  # each print is a write(), blocked at once
+    process = subprocess.Popen(command, stdout=write, stderr=subprocess.PIPE, text=True, env=environment)
+    os.close(write)
+    try:
+        deadline = time.monotonic() + HANG_S
+        while not (out.exists() and junit.exists()):  # the table is what blocks, on the full pipe
+            assert process.poll() is None and time.monotonic() < deadline, "no report written"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        with os.fdopen(read, "rb") as drain:  # let it finish writing and exit
+            drain.read()
+        process.wait(timeout=HANG_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.stderr is not None
+    stderr = process.stderr.read()
+    assert process.returncode == 143 and stderr == f"ctcop: interrupted by SIGTERM; report in {out}\n", stderr
+    document = json.loads(out.read_text())
+    assert document["complete"] is True and document["summary"]["reference"]["pass"] == len(document["results"]) > 0
+    assert junit.read_text().startswith("<?xml")
