@@ -53,6 +53,7 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
         self.name = signal.Signals(signum).name
         self.report: str | None = None
+        self.finished = False  # the command's work was done (the report complete) when it came
 
 
 _RECEIVED: list[int] = []  # the signal that interrupted this run, once one has
@@ -318,7 +319,7 @@ def _selection(args: argparse.Namespace) -> list[str]:
 
 
 def _plan(args: argparse.Namespace, expected_failures: list[Any]) -> Any:
-    from .conformance import suite
+    from .conformance import registry, suite
 
     try:
         return suite.make_plan(
@@ -328,6 +329,7 @@ def _plan(args: argparse.Namespace, expected_failures: list[Any]) -> Any:
             args.shard,
             expected_failures,
             known_defects=not args.no_known_defects,
+            probe_timeout_s=args.timeout or registry.PROBE_TIMEOUT_S,
         )
     except suite.PlanError as error:
         raise InvalidInputError(error.option, str(error)) from None
@@ -416,11 +418,20 @@ def _conformance(args: argparse.Namespace) -> int:
         results = runner.sort_results(results, [r["name"] for r in runtimes])
     finally:
         progress.close()
-    _print_report(runtimes, results, cases, head, 5 if args.details is None else args.details)
     name = None if interrupted is None else interrupted.name
-    _write_reports(args, runtimes, results, report.document(runtimes, results, environment, name))
+    # The reports first: printing may block on a full pipe, and a signal meanwhile must not cost them.
+    written = False
+    try:
+        _write_reports(args, runtimes, results, report.document(runtimes, results, environment, name))
+        written = True
+        _print_report(runtimes, results, cases, head, 5 if args.details is None else args.details)
+    except BaseException as error:
+        if interrupted is None and (interrupted := interruption(error)) is not None:
+            interrupted.finished = written
+        if interrupted is None:
+            raise
     if interrupted is not None:
-        interrupted.report = args.json
+        interrupted.report = args.json if written else None
         raise interrupted
     return report.exit_code(results)
 
@@ -458,15 +469,14 @@ def _merge(args: argparse.Namespace) -> int:
     for path in args.reports:
         checked_input_file(path, "reports")
         try:
-            with open(path, encoding="utf-8") as file:
-                documents.append(json.load(file))
+            documents.append(report.read(path))
         except (OSError, UnicodeError, ValueError) as error:
             _refuse("reports", f"{path}: not a JSON report: {_one_line(str(error))}")
     try:
         merged = report.merge(documents, args.reports)
     except (shard.MergeError, KeyError, TypeError, AttributeError) as error:
         _refuse("reports", str(error) if isinstance(error, shard.MergeError) else f"not a conformance report ({error})")
-    write_atomically(args.output, json.dumps(merged, indent=1) + "\n", what="output")
+    write_atomically(args.output, json.dumps(merged, indent=1, allow_nan=False) + "\n", what="output")
     if args.junit:
         from .conformance import junit
 
@@ -501,9 +511,32 @@ def _selected_layers(opened: Any, names: list[str] | None) -> list[Any]:
     return [known[name] for name in names]
 
 
+def _same_file(first: str, second: str) -> bool:
+    """Whether two paths name one file (links and relative spellings resolved)."""
+    try:
+        return os.path.samefile(first, second)
+    except (OSError, ValueError):  # one does not exist (yet), or a NUL in a path
+        return "\0" not in first + second and os.path.realpath(first) == os.path.realpath(second)
+
+
+def _refuse_overwriting_inputs(output: str, what: str, inputs: Sequence[str]) -> None:
+    """Refuse an output path that is one of the command's input files: writing the report would
+    replace the user's model, its weights or its inputs."""
+    for given in inputs:
+        if _same_file(output, given):
+            _refuse(what, f"{output!r} is an input file of this command ({given!r}): choose another path")
+
+
 def _eval_checked(args: argparse.Namespace) -> None:
     if args.json is not None:
+        weights = [args.model[:-4] + ".bin"] if args.model.endswith(".xml") else []
+        if args.model.endswith(".onnx") and os.path.isfile(args.model):
+            from .onnx.files import external_data_files
+
+            weights = external_data_files(args.model)
+        given = [args.model, *weights, *([args.inputs] if args.inputs is not None else [])]
         checked_output(args.json, "json")
+        _refuse_overwriting_inputs(args.json, "json", given)
     if args.inputs is not None:
         _refuse_ignored(args, ["seed"], "with --inputs (it seeds the random inputs drawn without it)")
         checked_input_file(args.inputs, "inputs")
@@ -585,6 +618,8 @@ def _validate(args: argparse.Namespace) -> int:
             errors += finding.level == "error"
             print(f"  {finding.line()}")
     print(f"{len(opened.layers)} layer(s), {errors} error(s)")
+    if opened.nested_layers:
+        print(f"note: {opened.nested_layers} more inside If/Loop/TensorIterator bodies, which ctcop does not evaluate")
     return 1 if errors else 0
 
 
@@ -694,7 +729,9 @@ def _conformance_parser(suite: argparse.ArgumentParser) -> None:
     runs.add_argument("--cases", action="append", dest="select", type=_text("case glob"), help="the same as --select")
     runs.add_argument("--shard", type=_shard, metavar="K/N", help="only shard K of N of the selected cases")
     runs.add_argument("--jobs", type=_integer(1, MAX_JOBS), help="worker processes (default: the CPUs)")
-    runs.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="per evaluation (default 120)")
+    runs.add_argument(
+        "--timeout", type=_seconds, metavar="SECONDS", help="per evaluation and per --runtime-module load (default 120)"
+    )
     runs.add_argument("--expected-failures", metavar="FILE", help="known failures: xfail, or xpass when they pass")
     runs.add_argument(
         "--no-known-defects",
@@ -841,7 +878,8 @@ def _failure(error: BaseException) -> int:
     a library turned it into."""
     interrupted = interruption(error)
     if interrupted is not None:
-        where = f"partial report in {interrupted.report}" if interrupted.report else "no report written"
+        kind = "report" if interrupted.finished else "partial report"
+        where = f"{kind} in {interrupted.report}" if interrupted.report else "no report written"
         print(f"ctcop: interrupted by {interrupted.name}; {where}", file=sys.stderr)
         return 128 + interrupted.signum
     if isinstance(error, BrokenPipeError):  # stdout closed early (``ctcop ... | head -1``): as SIGPIPE would
@@ -873,7 +911,8 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``ctcop`` entry point: SIGINT and SIGTERM raise :class:`Interrupted` while it runs."""
+    """The ``ctcop`` entry point: SIGINT and SIGTERM raise :class:`Interrupted` while it runs; once
+    one has, both stay ignored after it returns (the process is ending with that signal's code)."""
     signals = (signal.SIGINT, signal.SIGTERM)
     _RECEIVED.clear()
     in_main_thread = threading.current_thread() is threading.main_thread()  # signal handlers live there
@@ -881,8 +920,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(argv)
     finally:
+        # Once interrupted the process is ending with the first signal's code: a later signal,
+        # even one that comes while the interpreter shuts down, is still ignored.
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if _RECEIVED else handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

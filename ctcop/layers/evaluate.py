@@ -116,22 +116,26 @@ def _finished(folder: str, index: int) -> bool:
 
 def _run_worker(request: dict[str, Any], folder: str, settled: set[int]) -> None:
     """Run the worker until every requested layer has its result file or has been found to kill
-    the worker (then a fresh worker resumes after it). ``settled`` receives each layer index whose
-    outcome is known, also when an interruption ends this early (the worker is then killed and
-    reaped by ``subprocess.run``)."""
+    the worker (then a fresh worker resumes after it). The first worker may run an ONNX model's
+    layers together; one that dies then is run again layer by layer, so that a crash is its own
+    layer's. ``settled`` receives each layer index whose outcome is known, also when an
+    interruption ends this early (the worker is then killed and reaped by ``subprocess.run``)."""
     indices = request["layers"]
-    start = 0
+    start, batch = 0, request["kind"] == "onnx"
     try:
         while start < len(indices):
             path = os.path.join(folder, "request.json")
             with open(path, "w", encoding="utf-8") as file:
-                json.dump({**request, "start": start}, file)
+                json.dump({**request, "start": start, "batch": batch}, file)
             command = [sys.executable, "-m", "ctcop.layers.worker", path]
             with contextlib.suppress(subprocess.TimeoutExpired):  # a hung runtime counts as a crash
                 subprocess.run(
                     command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S
                 )
             pending = [position for position in range(start, len(indices)) if not _finished(folder, indices[position])]
+            if pending and batch:  # died running layers together: again one by one, to place the crash
+                batch = False
+                continue
             start = pending[0] + 1 if pending else len(indices)
     finally:
         settled.update(indices[:start])
@@ -219,8 +223,10 @@ def evaluate_layers(
     results: list[LayerResult] = [] if into is None else into
     mode = precision if runtime == "openvino" else None
     with tempfile.TemporaryDirectory(prefix="ctcop-eval-") as folder:
+        # Positional arrays and the names in the request: an input name may be any string (one
+        # longer than a zip member name may be, or holding a NUL).
         feeds_path = os.path.join(folder, "feeds.npz")
-        np.savez(feeds_path, **feeds)  # type: ignore[arg-type]
+        np.savez(feeds_path, *feeds.values())
         errors = {layer.index: [f.message for f in validate_layer(layer) if f.level == "error"] for layer in layers}
         valid = [layer.index for layer in layers if not errors[layer.index]]
         request = {
@@ -230,6 +236,7 @@ def evaluate_layers(
             "device": device,
             "precision": precision,
             "feeds": feeds_path,
+            "feed_names": list(feeds),
         }
         settled: set[int] = set()
         try:

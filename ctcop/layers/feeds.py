@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..schema import PortSpec, form
 from .files import MAX_TENSOR_BYTES
 from .find import Dim, Layer
 
@@ -80,7 +81,10 @@ def _for_port(rng: np.random.Generator, layer: Layer, port: str, shape: tuple[in
 
 def random_feeds(inputs: list[ModelInput], layers: list[Layer], seed: int) -> dict[str, np.ndarray]:
     """Random inputs of the model's static shapes; a dynamic dimension is a usage error."""
-    roles = {port.value: (layer, port.name) for layer in layers for port in layer.ports}
+    roles: dict[str, list[tuple[Layer, str, PortSpec]]] = {}
+    for layer in layers:
+        for port, spec in zip(layer.ports, form(layer.spec_form).inputs, strict=False):
+            roles.setdefault(port.value, []).append((layer, port.name, spec))
     rng = np.random.default_rng(seed)
     feeds = {}
     for model_input in inputs:
@@ -95,9 +99,15 @@ def random_feeds(inputs: list[ModelInput], layers: list[Layer], seed: int) -> di
             raise InvalidInputError(
                 "inputs", f"model input {model_input.name!r} of shape {list(shape)} is over {MAX_TENSOR_BYTES} bytes"
             )
-        if model_input.name in roles:
-            layer, port = roles[model_input.name]
-            values = _for_port(rng, layer, port, shape)
+        # A port's values only for an input of the port's rank and an element type it takes: a
+        # layer wired otherwise is invalid-layer, and the input gets plain values.
+        fitting = [
+            (layer, port)
+            for layer, port, spec in roles.get(model_input.name, [])
+            if len(shape) == spec.rank and dtype.name in spec.types
+        ]
+        if fitting:
+            values = _for_port(rng, *fitting[0], shape)
         else:
             values = rng.normal(size=shape) if dtype.kind == "f" else np.zeros(shape)
         feeds[model_input.name] = values.astype(dtype)

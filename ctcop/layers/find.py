@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..schema import encoding, form
+from .files import IR_LAYER_ID
 
 FORMS = {"released": "openvino", "ctcop-ir": "time_major", "ctcop-onnx": "time_major"}
 Dim = int | None
@@ -30,7 +31,8 @@ class Port:
 @dataclass(frozen=True)
 class Layer:
     """A CTCLoss layer: ``form`` is "released", "ctcop-ir" or "ctcop-onnx"; ``index`` its place
-    among the model's layers (the worker refers to it by that)."""
+    among the model's layers (the worker refers to it by that); ``ir_id`` its IR layer id where
+    the model was read by :func:`ctcop.layers.files.load_ir_model`, else "" (spec 13)."""
 
     index: int
     name: str
@@ -39,6 +41,7 @@ class Layer:
     attributes: dict[str, Any]
     output_dtype: str
     output: str = field(default="")
+    ir_id: str = ""
 
     @property
     def spec_form(self) -> str:
@@ -110,8 +113,31 @@ def openvino_layers(model: Any) -> list[Layer]:
             )
         output_type = ov_type_name(node.get_output_element_type(0))
         attributes = dict(node.get_attributes())
-        layers.append(Layer(len(layers), node.get_friendly_name(), layer_form, tuple(ports), attributes, output_type))
+        rt_info = node.get_rt_info()
+        ir_id = rt_info[IR_LAYER_ID].astype(str) if IR_LAYER_ID in rt_info else ""
+        layers.append(
+            Layer(len(layers), node.get_friendly_name(), layer_form, tuple(ports), attributes, output_type, "", ir_id)
+        )
     return layers
+
+
+def onnx_nested_layers(model: Any) -> int:
+    """How many ``ai.ctcop.CTCLoss`` nodes lie inside subgraphs (If, Loop, Scan bodies) of an ONNX
+    model's main graph, which ctcop does not evaluate."""
+    onnx_encoding = encoding("onnx")
+
+    def count(graph: Any) -> int:
+        found = 0
+        for node in graph.node:
+            for attribute in node.attribute:
+                for body in [*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs]:
+                    found += sum(
+                        n.domain == onnx_encoding["domain"] and n.op_type == onnx_encoding["op_type"] for n in body.node
+                    )
+                    found += count(body)
+        return found
+
+    return count(model.graph)
 
 
 def onnx_layers(model: Any) -> list[Layer]:
@@ -145,7 +171,10 @@ def onnx_layers(model: Any) -> list[Layer]:
             dtype = onnx_type_name(tensor.elem_type) if tensor is not None else "?"
             constant, producer = None, f"input {value}"
             if value in initializers and value not in graph_inputs:
-                constant, producer = numpy_helper.to_array(initializers[value]), "initializer"
+                # shape inference declares no value for an initializer: it is its own declaration
+                initializer = initializers[value]
+                constant, producer = numpy_helper.to_array(initializer), "initializer"
+                shape, dtype = tuple(int(d) for d in initializer.dims), onnx_type_name(initializer.data_type)
             elif value in producers:
                 source = producers[value]
                 producer = f"{source.op_type} {source.name or source.output[0]}"

@@ -6,8 +6,17 @@ from dataclasses import dataclass, replace
 
 from ..errors import InvalidInputError
 from .feeds import ModelInput
-from .files import ModelFile, checked_model_file, load_onnx_model
-from .find import Layer, onnx_dims, onnx_layers, onnx_type_name, openvino_layers, ov_shape, ov_type_name
+from .files import ModelFile, checked_model_file, load_ir_model, load_onnx_model
+from .find import (
+    Layer,
+    onnx_dims,
+    onnx_layers,
+    onnx_nested_layers,
+    onnx_type_name,
+    openvino_layers,
+    ov_shape,
+    ov_type_name,
+)
 
 
 @dataclass(frozen=True)
@@ -15,18 +24,18 @@ class OpenedModel:
     file: ModelFile
     layers: list[Layer]
     inputs: list[ModelInput]
+    nested_layers: int = 0
 
 
 def open_model(path: str) -> OpenedModel:
-    """The model at ``path`` (IR or ONNX), its CTCLoss layers and its inputs; a model without any
-    CTCLoss layer is an :class:`InvalidInputError`."""
+    """The model at ``path`` (IR or ONNX), the CTCLoss layers of its main graph and its inputs; a
+    model without any is an :class:`InvalidInputError`, which counts those inside bodies (If, Loop,
+    TensorIterator), not evaluated (spec 13)."""
     checked = checked_model_file(path)
     if checked.kind == "ir":
-        from ..openvino.files import load_ir
-
-        model = load_ir(path)
+        model = load_ir_model(path)
         layers = [
-            replace(layer, attributes=checked.ctc_attributes.get(layer.name, layer.attributes))
+            replace(layer, attributes=checked.ctc_attributes.get(layer.ir_id, layer.attributes))
             for layer in openvino_layers(model)
         ]
         inputs = [
@@ -50,6 +59,11 @@ def open_model(path: str) -> OpenedModel:
             for v in onnx_model.graph.input
             if v.name not in initializers
         ]
+    nested = checked.nested_layers if checked.kind == "ir" else onnx_nested_layers(onnx_model)
     if not layers:
-        raise InvalidInputError("model", f"{path!r} holds no CTCLoss layer (released CTCLoss-4, ctcop1 or ai.ctcop)")
-    return OpenedModel(checked, layers, inputs)
+        inside = f"; {nested} inside If/Loop/TensorIterator bodies, which ctcop does not evaluate" if nested else ""
+        raise InvalidInputError(
+            "model",
+            f"{path!r} holds no CTCLoss layer (released CTCLoss-4, ctcop1 or ai.ctcop) in its main graph{inside}",
+        )
+    return OpenedModel(checked, layers, inputs, nested)

@@ -10,6 +10,7 @@ parent reports a crash and starts a fresh worker after that layer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -33,24 +34,57 @@ def _config(request: dict[str, Any], element_type: Any) -> dict[str, str]:
 def _openvino_values(
     model: Any, outputs: list[Any], feeds: dict[str, np.ndarray], device: str, config: dict[str, str]
 ) -> tuple[list[np.ndarray], str | None]:
-    """The values of ``outputs`` and the inference precision OpenVINO compiled them at."""
+    """The values of ``outputs`` and the inference precision OpenVINO compiled them at. Each value
+    is read by a tensor name of its own: a device may return outputs in another order (HETERO)."""
     import openvino
     import openvino.opset15 as ops
 
     from ..openvino.files import openvino_core
     from ..openvino.precision import compiled_precision
 
+    names = [_value_name(model, output) for output in outputs]
     sub = openvino.Model([ops.result(output) for output in outputs], model.get_parameters())
     compiled = openvino_core().compile_model(sub, device, config)
-    result = compiled({i.get_any_name(): feeds[i.get_any_name()] for i in compiled.inputs})
-    return [np.asarray(result[compiled.output(k)]) for k in range(len(outputs))], compiled_precision(compiled)
+    result = compiled(_fed(compiled, feeds))
+    return [np.asarray(result[name]) for name in names], compiled_precision(compiled)
+
+
+_VALUE = "ctcop.value."
+_ADDED: set[str] = set()  # the names this worker gave tensors
+_TAKEN: dict[int, set[str]] = {}  # by id(model): the tensor names of the model, read once
+
+
+def _value_name(model: Any, output: Any) -> str:
+    """A tensor name of ``output`` that no other tensor of ``model`` has (added once, then kept)."""
+    own: list[str] = sorted(name for name in output.get_names() if name in _ADDED)
+    if own:
+        return own[0]
+    if id(model) not in _TAKEN:
+        _TAKEN[id(model)] = {name for op in model.get_ops() for out in op.outputs() for name in out.get_names()}
+    taken = _TAKEN[id(model)]
+    name = f"{_VALUE}{len(_ADDED)}"
+    while name in taken:
+        name += "_"
+    output.get_tensor().add_names({name})
+    taken.add(name)
+    _ADDED.add(name)
+    return name
+
+
+def _fed(compiled: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``feeds`` by a name of each input of ``compiled`` (a name added since need not come first)."""
+    chosen = {}
+    for port in compiled.inputs:
+        name = next((name for name in sorted(port.get_names()) if name in feeds), port.get_any_name())
+        chosen[name] = feeds[name]
+    return chosen
 
 
 def _ir_layers(request: dict[str, Any], feeds: dict[str, np.ndarray]) -> None:
-    from ..openvino.files import load_ir
+    from .files import load_ir_model
     from .find import openvino_layer_nodes
 
-    model = load_ir(request["model"])
+    model = load_ir_model(request["model"])
     nodes = openvino_layer_nodes(model)
     for index in request["layers"][request["start"] :]:
         node = nodes[index]
@@ -67,17 +101,22 @@ def _ir_layers(request: dict[str, Any], feeds: dict[str, np.ndarray]) -> None:
 
 
 def _onnx_values(
-    model: Any, names: list[str], feeds: dict[str, np.ndarray], request: dict[str, Any], declared: str
+    model: Any,
+    names: list[str],
+    feeds: dict[str, np.ndarray],
+    request: dict[str, Any],
+    declared: str,
+    inferred: dict[str, Any],
 ) -> tuple[list[Any], str | None]:
     """The values of ``names`` and the inference precision OpenVINO compiled them at (None for
-    onnxruntime, which computes the model's own types); ``declared`` is the layer's logits' type."""
+    onnxruntime, which computes the model's own types); ``declared`` is the layers' logits' type,
+    ``inferred`` the model's value infos by name (shape inference, run once)."""
     import onnx
 
-    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
     extended = onnx.ModelProto()
     extended.CopyFrom(model)
     present = {o.name for o in extended.graph.output}
-    for name in names:
+    for name in dict.fromkeys(names):
         if name not in present:
             extended.graph.output.append(inferred.get(name) or onnx.helper.make_empty_tensor_value_info(name))
     if request["runtime"] == "onnxruntime":
@@ -96,25 +135,47 @@ def _onnx_values(
     core = openvino_core()
     config = _config(request, declared)
     compiled = core.compile_model(core.read_model(extended.SerializeToString(), b""), request["device"], config)
-    result = compiled({i.get_any_name(): feeds[i.get_any_name()] for i in compiled.inputs})
+    result = compiled(_fed(compiled, feeds))
     return [np.asarray(result[name]) for name in names], compiled_precision(compiled)
 
 
 def _onnx_layers(request: dict[str, Any], feeds: dict[str, np.ndarray]) -> None:
+    """Each requested ONNX layer's inputs and output. With ``request["batch"]`` the layers of one
+    logits type share one session over the whole model (eval's cost linear in layers); a session
+    that fails is retried layer by layer, so that a refusal is the finding of its own layer (the
+    parent runs a worker that died in a batch again without it, so a crash is placed too)."""
+    import onnx
+
     from .files import load_onnx_model
     from .find import onnx_layers
 
     model = load_onnx_model(request["model"])
     layers = onnx_layers(model)
-    for index in request["layers"][request["start"] :]:
-        layer = layers[index]
-        wanted = [*(p.value for p in layer.ports if p.constant is None and p.value not in feeds), layer.output]
-        try:
-            found, precision = _onnx_values(model, wanted, feeds, request, layer.ports[0].dtype)
-        except Exception as error:  # the runtime's refusal is a finding
-            _write(request, index, "error.txt", error)
-            continue
-        values = dict(zip(wanted, found, strict=True))
+    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    pending = [layers[index] for index in request["layers"][request["start"] :]]
+    wanted = {
+        layer.index: [*(p.value for p in layer.ports if p.constant is None and p.value not in feeds), layer.output]
+        for layer in pending
+    }
+    batches: dict[str, tuple[dict[str, Any], str | None]] = {}
+    for declared in dict.fromkeys(layer.ports[0].dtype for layer in pending) if request.get("batch") else ():
+        names = list(
+            dict.fromkeys(n for layer in pending if layer.ports[0].dtype == declared for n in wanted[layer.index])
+        )
+        with contextlib.suppress(Exception):  # each layer alone then says which the runtime refuses
+            found, precision = _onnx_values(model, names, feeds, request, declared, inferred)
+            batches[declared] = dict(zip(names, found, strict=True)), precision
+    for layer in pending:
+        index = layer.index
+        if layer.ports[0].dtype in batches:
+            values, precision = batches[layer.ports[0].dtype]
+        else:
+            try:
+                found, precision = _onnx_values(model, wanted[index], feeds, request, layer.ports[0].dtype, inferred)
+            except Exception as error:  # the runtime's refusal is a finding
+                _write(request, index, "error.txt", error)
+                continue
+            values = dict(zip(wanted[index], found, strict=True))
         _write(request, index, "precision.json", precision)
         inputs = [
             p.constant if p.constant is not None else feeds.get(p.value, values.get(p.value)) for p in layer.ports
@@ -145,7 +206,7 @@ def main(request_path: str) -> None:
     with open(request_path, encoding="utf-8") as file:
         request = json.load(file)
     with np.load(request["feeds"], allow_pickle=False) as archive:
-        feeds = {name: archive[name] for name in archive.files}
+        feeds = {name: archive[f"arr_{k}"] for k, name in enumerate(request["feed_names"])}
     (_ir_layers if request["kind"] == "ir" else _onnx_layers)(request, feeds)
 
 

@@ -1,13 +1,16 @@
 """Reading untrusted ONNX files and writing models; failures are :class:`InvalidInputError`.
 
-Limits: the model file is a regular file of at most ``MAX_FILE_BYTES``; external data must be
-regular files inside the model's folder; no initializer may declare more than ``MAX_TENSOR_BYTES``.
+Limits: the model file is a regular file of at most ``MAX_FILE_BYTES``; external data, of any
+tensor (initializers, Constant nodes, subgraphs), must be regular files inside the model's folder,
+not symbolic links; no tensor may declare more than ``MAX_TENSOR_BYTES``; the model must pass
+onnx's checker (spec 13).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
 
 import onnx
 from onnx.external_data_helper import load_external_data_for_model, uses_external_data
@@ -16,33 +19,133 @@ from ..errors import InvalidInputError
 from ..options import MAX_TENSOR_BYTES, atomic_output, checked_input_file
 
 
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of ``graph``: initializers, sparse ones, node attributes, subgraphs' (If, Loop, Scan)."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield from (sparse.values, sparse.indices)
+    for node in graph.node:
+        yield from _node_tensors(node)
+
+
+def _node_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
+    for attribute in node.attribute:
+        if attribute.HasField("t"):
+            yield attribute.t
+        yield from attribute.tensors
+        if attribute.HasField("sparse_tensor"):
+            yield from (attribute.sparse_tensor.values, attribute.sparse_tensor.indices)
+        for sparse in attribute.sparse_tensors:
+            yield from (sparse.values, sparse.indices)
+        if attribute.HasField("g"):
+            yield from _graph_tensors(attribute.g)
+        for graph in attribute.graphs:
+            yield from _graph_tensors(graph)
+
+
+def model_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of ``model``, wherever it is declared (main graph, subgraphs, functions)."""
+    yield from _graph_tensors(model.graph)
+    for function in model.functions:
+        for node in function.node:
+            yield from _node_tensors(node)
+
+
 def check_external_data(model: onnx.ModelProto, path: str) -> None:
-    """Refuse ONNX external data whose location leaves the model's folder or is not a regular file."""
+    """Refuse ONNX external data, of any tensor of the model, whose location leaves the model's
+    folder, holds a NUL, is a symbolic link (onnx refuses to read those) or is not a regular file."""
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    for tensor in model.graph.initializer:
+    for tensor in model_tensors(model):
         if not uses_external_data(tensor):
             continue
         location = {entry.key: entry.value for entry in tensor.external_data}.get("location", "")
-        target = os.path.realpath(os.path.join(folder, location))
-        if os.path.isabs(location) or os.path.commonpath([folder, target]) != folder:
+        if not location or "\0" in location:
             raise InvalidInputError(
-                "model", f"initializer {tensor.name!r}: external data {location!r} is outside {folder}"
+                "model", f"tensor {tensor.name!r}: external data location {location!r} is no file name"
             )
+        given = os.path.join(folder, location)
+        target = os.path.realpath(given)
+        if os.path.isabs(location) or os.path.commonpath([folder, target]) != folder:
+            raise InvalidInputError("model", f"tensor {tensor.name!r}: external data {location!r} is outside {folder}")
+        if os.path.normpath(given) != target:
+            raise InvalidInputError("model", f"tensor {tensor.name!r}: external data {location!r} is a symbolic link")
         checked_input_file(target, "model")
 
 
-def _check_initializer_sizes(model: onnx.ModelProto) -> None:
-    for tensor in model.graph.initializer:
-        try:
-            itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-        except (KeyError, ValueError, TypeError):
-            itemsize = 8
-        declared = math.prod(int(d) for d in tensor.dims) * itemsize
+# Bits per element of the packed types, whose raw data is not one element per itemsize.
+_PACKED_BITS = {"UINT4": 4, "INT4": 4, "FLOAT4E2M1": 4, "UINT2": 2, "INT2": 2, "FLOAT6E2M3": 6, "FLOAT6E3M2": 6}
+
+
+def _element(tensor: onnx.TensorProto) -> tuple[str, int]:
+    """The name of a tensor's element type and its bits; an unknown type is an :class:`InvalidInputError`."""
+    name = onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in _DATA_TYPES else ""
+    try:
+        bits = _PACKED_BITS.get(name) or 8 * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        bits = 0
+    if not name or name == "UNDEFINED" or not bits:
+        raise InvalidInputError("model", f"tensor {tensor.name!r} has an unknown element type {tensor.data_type}")
+    return name, bits
+
+
+_DATA_TYPES = set(onnx.TensorProto.DataType.values())
+
+
+def external_data_files(path: str) -> list[str]:
+    """The files the ONNX model at ``path`` names as external data, resolved in its folder; none
+    where the file cannot be read as ONNX (reading it properly then says why)."""
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception:  # any failure here is reported by load_onnx
+        return []
+    folder = os.path.dirname(os.path.abspath(path))
+    locations = (
+        {entry.key: entry.value for entry in tensor.external_data}.get("location", "")
+        for tensor in model_tensors(model)
+        if uses_external_data(tensor)
+    )
+    return [
+        os.path.join(folder, location) for location in dict.fromkeys(locations) if location and "\0" not in location
+    ]
+
+
+def _check_tensor_sizes(model: onnx.ModelProto) -> None:
+    """Every tensor of a known element type, declaring at most ``MAX_TENSOR_BYTES``; checked
+    before external data is read."""
+    for tensor in model_tensors(model):
+        _, bits = _element(tensor)
+        declared = (math.prod(int(d) for d in tensor.dims) * bits + 7) // 8  # Python ints: no overflow
         if declared > MAX_TENSOR_BYTES:
             raise InvalidInputError(
                 "model",
-                f"initializer {tensor.name!r} declares {declared} bytes, over the {MAX_TENSOR_BYTES}-byte limit",
+                f"tensor {tensor.name!r} declares {declared} bytes, over the {MAX_TENSOR_BYTES}-byte limit",
             )
+
+
+def _check_tensor_data(model: onnx.ModelProto) -> None:
+    """Every tensor's raw data (its external data read in) the size its dims and type declare."""
+    for tensor in model_tensors(model):
+        name, bits = _element(tensor)
+        if name == "STRING" or not tensor.raw_data:
+            continue
+        expected = (math.prod(int(d) for d in tensor.dims) * bits + 7) // 8
+        if len(tensor.raw_data) != expected:
+            raise InvalidInputError(
+                "model",
+                f"tensor {tensor.name!r} holds {len(tensor.raw_data)} bytes of data; its dims "
+                f"{list(tensor.dims)} and type {name} declare {expected}",
+            )
+
+
+def _check_model(path: str) -> None:
+    """onnx's checker on the file (its external data beside it): a model the checker refuses
+    (nodes without outputs, recursive or duplicated local functions, no opset import, tensors
+    whose data does not match their dims or type...) is an :class:`InvalidInputError`."""
+    try:
+        onnx.checker.check_model(path)
+    except (onnx.checker.ValidationError, ValueError, OSError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InvalidInputError("model", f"not a valid ONNX model: {reason}") from None
 
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -72,12 +175,14 @@ def load_onnx(path: str) -> onnx.ModelProto:
         raise InvalidInputError("model", f"cannot read {path!r} as ONNX: {type(error).__name__}") from None
     known_opset(model)
     check_external_data(model, path)
-    _check_initializer_sizes(model)
+    _check_tensor_sizes(model)
+    _check_model(path)
     try:
         load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
     except (OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InvalidInputError("model", f"{path!r}: cannot read its external data: {reason}") from None
+    _check_tensor_data(model)
     return model
 
 

@@ -83,6 +83,17 @@ def _native_stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
+def read_model_file(path: str, weights: str | None = None, shown: str | None = None) -> Any:
+    """``openvino_core().read_model(path, weights)`` with native logging silenced; a failure is an
+    :class:`InvalidInputError` naming the file ``shown`` (default ``path``). No checks of the files."""
+    try:
+        with _native_stderr_silenced():  # frontends probing an unknown file log to fd 2 themselves
+            core = openvino_core()
+            return core.read_model(path) if weights is None else core.read_model(path, weights)
+    except Exception as error:  # OpenVINO raises RuntimeError subclasses for every parse failure
+        raise InvalidInputError("model", f"cannot read {shown or path!r}: {error_line(error)}") from None
+
+
 def load_ir(path: str) -> Any:
     """Read an IR (or any OpenVINO-readable) model from an untrusted file, with ctcop's extensions.
     The file, and an IR's ``.bin`` when there is one, must be regular files within the size limit."""
@@ -90,8 +101,4 @@ def load_ir(path: str) -> Any:
     weights = path[:-4] + ".bin" if path.endswith(".xml") else ""
     if weights and os.path.lexists(weights):
         checked_input_file(weights, "model")
-    try:
-        with _native_stderr_silenced():  # frontends probing an unknown file log to fd 2 themselves
-            return openvino_core().read_model(path)
-    except Exception as error:  # OpenVINO raises RuntimeError subclasses for every parse failure
-        raise InvalidInputError("model", f"cannot read {path!r}: {error_line(error)}") from None
+    return read_model_file(path)

@@ -1,0 +1,536 @@
+"""Hostile model and input files for ``ctcop eval`` / ``ctcop validate``: each is refused in one
+line with exit 2, or read exactly as OpenVINO reads it (spec 7, 12.3, 13)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import openvino
+import openvino.opset4 as opset4
+import openvino.opset8 as opset8
+import openvino.opset15 as ops
+import pytest
+from onnx import helper
+
+from ctcop import cli
+from ctcop.errors import InvalidInputError
+from ctcop.layers import files
+from ctcop.layers.model import open_model
+from ctcop.layers.validate import attributes_of
+from ctcop.onnx import onnx_model, save_onnx
+from ctcop.openvino import openvino_core
+
+N, T, C = 2, 6, 4
+
+
+def released_ir(
+    path: Path, *more: dict[str, bool], name: str = "ctc", blank: int | None = None, **attributes: bool
+) -> None:
+    """logits [N, T, C] -> CTCLoss-4 with ``attributes`` (and one more CTCLoss-4 on the same
+    inputs for each of ``more``), each layer named ``name``, with a constant ``blank`` index where
+    given, saved as IR with its .bin."""
+    logits = ops.parameter([N, T, C], np.float32, name="logits")
+    logit_length = ops.parameter([N], np.int32, name="logit_length")
+    labels = ops.parameter([N, T], np.int32, name="labels")
+    label_length = ops.parameter([N], np.int32, name="label_length")
+    parameters = [logits, logit_length, labels, label_length]
+    for node in parameters:
+        node.output(0).get_tensor().set_names({node.get_friendly_name()})
+    results = []
+    for chosen in (attributes, *more):
+        extra = [] if blank is None else [ops.constant(np.int32(blank))]
+        loss = opset4.ctc_loss(logits, logit_length, labels, label_length, *extra, **chosen)
+        loss.set_friendly_name(name)
+        results.append(ops.result(loss))
+    openvino.save_model(openvino.Model(results, parameters), str(path), compress_to_fp16=False)
+
+
+def inputs_npz(path: Path) -> None:
+    rng = np.random.default_rng(7)
+    np.savez(
+        path,
+        logits=rng.normal(size=(N, T, C)).astype(np.float32),
+        logit_length=np.array([T, T - 1], np.int32),
+        labels=np.array([[0, 0, 1, 2, 1, 1], [1, 1, 0, 0, 2, 2]], np.int32),
+        label_length=np.array([3, 2], np.int32),
+    )
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    """``ctcop ARGS`` in this process: exit code, stdout, stderr."""
+    code = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_refused(result: tuple[int, str, str], message: str) -> None:
+    """Exit 2 and exactly one line on stderr, ``ctcop: invalid input: ...`` with ``message``."""
+    code, out, err = result
+    assert code == 2, out + err
+    assert err.count("\n") == 1 and err.startswith("ctcop: invalid input: "), err
+    assert message in err, err
+
+
+# An output path that is one of the command's input files.
+
+
+@pytest.mark.parametrize("target", ["model.xml", "model.bin", "inputs.npz", "link.xml"])
+def test_eval_refuses_to_write_its_report_over_an_input_file(tmp_path, capsys, monkeypatch, target: str) -> None:
+    released_ir(tmp_path / "model.xml")
+    inputs_npz(tmp_path / "inputs.npz")
+    os.symlink(tmp_path / "model.xml", tmp_path / "link.xml")
+    before = {name: (tmp_path / name).read_bytes() for name in ("model.xml", "model.bin", "inputs.npz")}
+    monkeypatch.chdir(tmp_path)
+    result = run(capsys, "eval", "model.xml", "--inputs", tmp_path / "inputs.npz", "--json", f"./{target}")
+    assert_refused(result, "is an input file of this command")
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+
+
+def test_eval_refuses_to_write_its_report_over_onnx_external_data(tmp_path, capsys) -> None:
+    model = onnx_model(dims=(T, N, C))
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros(6, np.float32), "unused"))
+    onnx.save(
+        model, str(tmp_path / "model.onnx"), save_as_external_data=True, location="weights.data", size_threshold=0
+    )
+    before = (tmp_path / "weights.data").read_bytes()
+    result = run(capsys, "eval", tmp_path / "model.onnx", "--json", tmp_path / "weights.data")
+    assert_refused(result, "is an input file of this command")
+    assert (tmp_path / "weights.data").read_bytes() == before
+
+
+# An attribute the XML leaves out is read as OpenVINO's reader reads it.
+
+
+def without(path: Path, attribute: str) -> Path:
+    """A copy of the IR at ``path`` (with its .bin) whose CTCLoss layer lacks ``attribute``."""
+    stripped = path.with_name(f"no_{attribute}.xml")
+    stripped.write_text(re.sub(f' {attribute}="[^"]*"', "", path.read_text()))
+    shutil.copy(path.with_suffix(".bin"), stripped.with_suffix(".bin"))
+    return stripped
+
+
+@pytest.mark.parametrize("attribute", ["preprocess_collapse_repeated", "ctc_merge_repeated", "unique"])
+def test_an_absent_released_attribute_is_read_as_openvino_reads_it(tmp_path, attribute: str) -> None:
+    released_ir(tmp_path / "model.xml", preprocess_collapse_repeated=True, ctc_merge_repeated=True, unique=True)
+    stripped = without(tmp_path / "model.xml", attribute)
+    node = next(
+        n for n in openvino_core().read_model(str(stripped)).get_ordered_ops() if n.get_type_name() == "CTCLoss"
+    )
+    (layer,) = open_model(str(stripped)).layers
+    assert attributes_of(layer) == {name: bool(value) for name, value in node.get_attributes().items()}
+    assert attributes_of(layer)[attribute] is False
+
+
+def test_an_absent_ctc_merge_repeated_agrees_and_is_a_validate_warning(tmp_path, capsys) -> None:
+    released_ir(tmp_path / "model.xml")
+    stripped = without(tmp_path / "model.xml", "ctc_merge_repeated")
+    inputs_npz(tmp_path / "inputs.npz")  # sample 0's target (0, 0, 1) repeats a class
+    code, out, err = run(capsys, "validate", stripped)
+    assert code == 0, out + err
+    assert "warning: ctc: attribute ctc_merge_repeated absent: OpenVINO reads false" in out
+    code, out, err = run(capsys, "eval", stripped, "--inputs", tmp_path / "inputs.npz")
+    assert code == 0 and "verdict AGREE" in out, out + err
+
+
+# Layers are identified by their IR layer id, not their name.
+
+
+def test_two_layers_of_one_name_keep_their_own_attributes(tmp_path, capsys) -> None:
+    released_ir(tmp_path / "model.xml", {"ctc_merge_repeated": False}, ctc_merge_repeated=True)
+    assert (tmp_path / "model.xml").read_text().count('name="ctc" type="CTCLoss"') == 2
+    inputs_npz(tmp_path / "inputs.npz")
+    code, out, err = run(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz")
+    assert code == 0 and out.count("verdict AGREE") == 2, out + err
+    assert "ctc_merge_repeated=1" in out and "ctc_merge_repeated=0" in out
+
+
+def test_a_bad_attribute_of_one_of_two_layers_of_one_name_is_found(tmp_path, capsys) -> None:
+    released_ir(tmp_path / "model.xml", {"unique": True})
+    text = (tmp_path / "model.xml").read_text()
+    (tmp_path / "model.xml").write_text(text.replace('unique="false"', 'unique="maybe"', 1))
+    code, out, err = run(capsys, "validate", tmp_path / "model.xml")
+    assert code == 1, out + err
+    assert out.count("attribute unique = 'maybe' is not a boolean") == 1, out
+
+
+# The DOCTYPE refusal holds in any encoding the XML declares.
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-8-padded"])
+def test_a_doctype_is_refused_in_any_encoding_and_position(tmp_path, capsys, encoding: str) -> None:
+    released_ir(tmp_path / "model.xml")
+    text = (tmp_path / "model.xml").read_text()
+    body = text[text.index("?>") + 2 :].replace('name="ctc"', 'name="&a;"')
+    doctype = '<!DOCTYPE net [<!ENTITY a "ctc">]>'
+    if encoding == "utf-8-padded":  # past the first MiB, behind a comment
+        data = ('<?xml version="1.0"?><!--' + " " * ((1 << 20) + 16) + "-->" + doctype + body).encode()
+    else:
+        declared = "UTF-16" if encoding == "utf-16" else "UTF-16LE"
+        data = (f'<?xml version="1.0" encoding="{declared}"?>' + doctype + body).encode(encoding)
+    (tmp_path / "model.xml").write_bytes(data)
+    for command in ("validate", "eval"):
+        assert_refused(run(capsys, command, tmp_path / "model.xml"), "DOCTYPE or entity declaration is refused")
+
+
+def test_a_utf16_ir_is_read_as_ctcop_reads_it(tmp_path, capsys) -> None:
+    released_ir(tmp_path / "model.xml")
+    text = (tmp_path / "model.xml").read_text()
+    text = text.replace('<?xml version="1.0"?>', '<?xml version="1.0" encoding="UTF-16"?>', 1)
+    (tmp_path / "model.xml").write_bytes(text.replace('unique="false"', 'unique="maybe"').encode("utf-16"))
+    code, out, err = run(capsys, "validate", tmp_path / "model.xml")
+    assert code == 1 and "attribute unique = 'maybe' is not a boolean" in out, out + err
+
+
+# A constant layer under any type name OpenVINO accepts is checked.
+
+
+@pytest.mark.parametrize("spelling", ["Constant", "constant", "CONSTANT"])
+def test_a_constant_layer_not_typed_const_is_refused(tmp_path, capsys, spelling: str) -> None:
+    # OpenVINO builds such a layer from its declared shape without reading the .bin: its values
+    # are whatever memory held, and a large declared shape is allocated before anything runs.
+    released_ir(tmp_path / "model.xml", blank=0)
+    text = (tmp_path / "model.xml").read_text()
+    assert text.count('type="Const"') == 1
+    (tmp_path / "model.xml").write_text(text.replace('type="Const"', f'type="{spelling}"'))
+    for command in ("validate", "eval"):
+        assert_refused(run(capsys, command, tmp_path / "model.xml"), f"of type {spelling!r}")
+
+
+def test_the_const_checks_stay(tmp_path, capsys) -> None:
+    released_ir(tmp_path / "model.xml", blank=0)
+    code, out, err = run(capsys, "validate", tmp_path / "model.xml")
+    assert code == 0 and "blank_index" in out and "= 0" in out, out + err
+    text = (tmp_path / "model.xml").read_text()
+    (tmp_path / "model.xml").write_text(text.replace('size="4"', 'size="4000"'))
+    assert_refused(run(capsys, "validate", tmp_path / "model.xml"), "outside the")
+
+
+# npz members are checked by what they declare before anything is read.
+
+
+def npy_bytes(shape: tuple[int, ...], dtype: str = "<f4", data: bytes = b"") -> bytes:
+    """An .npy file whose header declares ``shape`` and ``dtype``, followed by ``data``."""
+    header = {"descr": dtype, "fortran_order": False, "shape": shape}
+    stream = io.BytesIO()
+    np.lib.format.write_array_header_1_0(stream, header)
+    return stream.getvalue() + data
+
+
+def npz_with(path: Path, members: dict[str, bytes]) -> None:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def test_an_npz_member_declaring_a_huge_array_is_refused_before_it_is_read(tmp_path, capsys, monkeypatch) -> None:
+    released_ir(tmp_path / "model.xml")
+    npz_with(tmp_path / "bomb.npz", {"logits.npy": npy_bytes((10**6, 10**6), data=bytes(64))})
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("np.load was called")
+
+    monkeypatch.setattr(np, "load", never)
+    result = run(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "bomb.npz")
+    assert_refused(result, "'logits' declares 4000000000000 bytes")
+
+
+def test_an_npz_member_larger_than_the_limit_is_refused_before_it_is_read(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(files, "MAX_TENSOR_BYTES", 1000)
+    npz_with(tmp_path / "small.npz", {"a.npy": npy_bytes((10,), data=bytes(40))})
+    assert files.load_inputs(str(tmp_path / "small.npz"))["a"].shape == (10,)
+    npz_with(tmp_path / "declared.npz", {"a.npy": npy_bytes((1000,), data=bytes(4000))})
+    with pytest.raises(InvalidInputError, match="'a' declares 4000 bytes"):
+        files.load_inputs(str(tmp_path / "declared.npz"))
+    npz_with(tmp_path / "padded.npz", {"a.npy": npy_bytes((10,), data=bytes(1 << 20))})  # trailing bytes
+    with pytest.raises(InvalidInputError, match="'a' expands to 1048"):
+        files.load_inputs(str(tmp_path / "padded.npz"))
+
+
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        ({"logits.txt": b"hello"}, "member 'logits.txt' is not an .npy array"),
+        ({"logits.npy": np.lib.format.magic(1, 0) + b"\xff\xffgarbage"}, "'logits': not an .npy array"),
+        ({"logits.npy": npy_bytes((2,), dtype="|O", data=bytes(16))}, "'logits': object arrays are refused"),
+        ({"logits.npy": npy_bytes((2,))[:20] + bytes(60) + b"\n"}, "'logits': not an .npy array"),
+    ],
+)
+def test_an_npz_member_that_is_not_a_plain_npy_array_is_refused(tmp_path, capsys, members, message: str) -> None:
+    released_ir(tmp_path / "model.xml")
+    npz_with(tmp_path / "odd.npz", members)
+    assert_refused(run(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "odd.npz"), message)
+
+
+# ONNX: a port fed by an initializer has the initializer's type and shape.
+
+
+def onnx_with_constant_labels(path: Path) -> None:
+    """ctcop's ONNX model [6, 2, 4] whose labels are an initializer, not a graph input."""
+    model = onnx_model(dims=(T, N, C))
+    (labels,) = [v for v in model.graph.input if v.name == "labels"]
+    model.graph.input.remove(labels)
+    model.graph.initializer.append(
+        onnx.numpy_helper.from_array(np.array([[0, 1, 1, -1, -1, -1], [2, -1, -1, -1, -1, -1]]), "labels")
+    )
+    save_onnx(model, str(path))
+
+
+def test_labels_from_an_onnx_initializer_have_its_type(tmp_path, capsys) -> None:
+    onnx_with_constant_labels(tmp_path / "model.onnx")
+    code, out, err = run(capsys, "validate", tmp_path / "model.onnx")
+    assert code == 0, out + err
+    assert re.search(r"labels +int64 +\[2,6\] +from initializer\n", out), out
+
+
+@pytest.mark.slow
+def test_eval_takes_labels_from_an_onnx_initializer(tmp_path, capsys) -> None:
+    onnx_with_constant_labels(tmp_path / "model.onnx")
+    code, out, err = run(capsys, "eval", tmp_path / "model.onnx")
+    assert code == 0 and "verdict AGREE" in out, out + err
+
+
+# Outputs are read by name, whatever order a device returns them in.
+
+
+@pytest.mark.slow
+def test_eval_on_a_hetero_device_reads_each_value_by_name(tmp_path, capsys) -> None:
+    released_ir(tmp_path / "model.xml")
+    inputs_npz(tmp_path / "inputs.npz")
+    result = run(
+        capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz", "--device", "HETERO:CPU,CPU"
+    )
+    code, out, err = result
+    assert code == 0 and "verdict AGREE" in out, out + err
+
+
+# Malformed ONNX files are refused in one line; odd wiring is a verdict, not an internal error.
+
+
+def _without_input(model: onnx.ModelProto, name: str) -> None:
+    model.graph.input.remove(next(v for v in model.graph.input if v.name == name))
+
+
+def _external(tensor: onnx.TensorProto, location: str) -> onnx.TensorProto:
+    tensor.ClearField("raw_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", "0"), ("length", "24")):
+        tensor.external_data.add(key=key, value=value)
+    return tensor
+
+
+def _local_function(body: onnx.NodeProto) -> onnx.FunctionProto:
+    return helper.make_function("local", "F", ["x"], ["y"], [body], [helper.make_opsetid("", 18)])
+
+
+def malformed_onnx(folder: Path, case: str) -> Path:
+    """ctcop's ONNX model [6, 2, 4] broken as ``case`` says, saved in ``folder``."""
+    model = onnx_model(dims=(T, N, C))
+    labels = np.array([[0, 1, 1, -1, -1, -1], [2, -1, -1, -1, -1, -1]])
+    zeros = onnx.numpy_helper.from_array(np.zeros(6, np.float32), "w")
+    (folder / "data.bin").write_bytes(bytes(24))
+    (folder / "link.bin").symlink_to(folder / "data.bin")
+    if case == "node_without_output":
+        model.graph.node.append(helper.make_node("Identity", ["inputs"], []))
+    if case in ("recursive_function", "duplicated_function"):
+        recursive = case == "recursive_function"
+        function = _local_function(
+            helper.make_node("F" if recursive else "Identity", ["x"], ["y"], domain="local" if recursive else "")
+        )
+        model.functions.extend([function] if recursive else [function, function])
+        model.opset_import.append(helper.make_opsetid("local", 1))
+        model.graph.node.append(helper.make_node("F", ["inputs"], ["z"], domain="local"))
+    if case == "no_opset_import":
+        del model.opset_import[:]
+    if case in ("initializer_dims", "unknown_data_type", "bfloat16_data_size"):
+        _without_input(model, "labels")
+        tensor = onnx.numpy_helper.from_array(labels, "labels")
+        if case == "initializer_dims":
+            tensor.dims[:] = [5, 7]
+        tensor.data_type = {"unknown_data_type": 99, "bfloat16_data_size": onnx.TensorProto.BFLOAT16}.get(
+            case, tensor.data_type
+        )
+        model.graph.initializer.append(tensor)
+    if case == "constant_dims":
+        constant = helper.make_node("Constant", [], ["fixed"], value=onnx.numpy_helper.from_array(labels))
+        constant.attribute[0].t.dims[:] = [9, 9]
+        model.graph.node.insert(0, constant)
+        next(node for node in model.graph.node if node.op_type == "CTCLoss").input[2] = "fixed"
+        _without_input(model, "labels")
+    if case == "external_symlink_inside":
+        model.graph.initializer.append(_external(zeros, "link.bin"))
+    if case == "external_nul":
+        model.graph.initializer.append(_external(zeros, "da\0ta.bin"))
+    if case == "external_length":
+        model.graph.initializer.append(_external(zeros, "data.bin"))
+        del model.graph.initializer[-1].external_data[2]
+        (folder / "data.bin").write_bytes(bytes(1000))
+    if case == "external_in_constant":
+        model.graph.node.insert(0, helper.make_node("Constant", [], ["cw"], value=_external(zeros, "../data.bin")))
+    if case == "external_in_if_branch":
+        then = helper.make_graph(
+            [helper.make_node("Identity", ["w"], ["o"])],
+            "then",
+            [],
+            [helper.make_tensor_value_info("o", onnx.TensorProto.FLOAT, [6])],
+            [_external(zeros, "../data.bin")],
+        )
+        model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(True), "cond"))
+        model.graph.node.append(helper.make_node("If", ["cond"], ["chosen"], then_branch=then, else_branch=then))
+    path = folder / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("node_without_output", "not a valid ONNX model: Node with schema(::Identity:16) has output size 0"),
+        ("recursive_function", "not a valid ONNX model: Cycle detected in model-local function references"),
+        ("duplicated_function", "not a valid ONNX model: Model contains multiple local functions"),
+        ("no_opset_import", "not a valid ONNX model: model with IR version >= 3 must specify opset_import"),
+        ("initializer_dims", "is too small for the declared shape and type"),
+        ("constant_dims", "is too small for the declared shape and type"),
+        ("unknown_data_type", "tensor 'labels' has an unknown element type 99"),
+        ("bfloat16_data_size", "tensor 'labels' holds 96 bytes of data; its dims [2, 6] and type BFLOAT16 declare 24"),
+        ("external_symlink_inside", "tensor 'w': external data 'link.bin' is a symbolic link"),
+        ("external_nul", "tensor 'w': external data location 'da\\x00ta.bin' is no file name"),
+        ("external_length", "tensor 'w' holds 1000 bytes of data; its dims [6] and type FLOAT declare 24"),
+        ("external_in_constant", "tensor 'w': external data '../data.bin' is outside"),
+        ("external_in_if_branch", "tensor 'w': external data '../data.bin' is outside"),
+    ],
+)
+def test_a_malformed_onnx_file_is_refused_in_one_line(tmp_path, capsys, case: str, message: str) -> None:
+    (tmp_path / "in").mkdir()
+    path = malformed_onnx(tmp_path / "in", case)
+    for command in ("validate", "eval"):
+        assert_refused(run(capsys, command, path), message)
+
+
+@pytest.mark.parametrize("case", ["mask_rank_0", "logits_as_labels", "long_input_name"])
+def test_eval_of_an_oddly_wired_onnx_layer_is_a_verdict(tmp_path, capsys, case: str) -> None:
+    model = onnx_model(dims=(T, N, C))
+    (node,) = model.graph.node
+    if case == "mask_rank_0":
+        del next(v for v in model.graph.input if v.name == "sequence_mask").type.tensor_type.shape.dim[:]
+    if case == "logits_as_labels":
+        node.input[2] = "inputs"
+        _without_input(model, "labels")
+    if case == "long_input_name":  # longer than a zip member's name may be
+        node.input[2] = next(v for v in model.graph.input if v.name == "labels").name = "x" * 65536
+    save_onnx(model, str(tmp_path / "model.onnx"))
+    code, out, err = run(capsys, "eval", tmp_path / "model.onnx")
+    assert err == "", err
+    assert (code, "verdict INVALID-LAYER" in out) == ((0, False) if case == "long_input_name" else (1, True)), out
+
+
+# Layers inside If / Loop / TensorIterator bodies are not evaluated, and the refusal says so.
+
+
+def ir_with_layers_in_if_bodies(path: Path) -> None:
+    """cond ? CTCLoss-4 : CTCLoss-4 as an If whose two bodies each hold one layer."""
+
+    def body() -> tuple[openvino.Model, list[object]]:
+        shapes = [([N, T, C], np.float32), ([N], np.int32), ([N, T], np.int32), ([N], np.int32)]
+        parameters = [ops.parameter(shape, dtype) for shape, dtype in shapes]
+        return openvino.Model([ops.result(opset4.ctc_loss(*parameters))], parameters), parameters
+
+    outer = [
+        ops.parameter([N, T, C], np.float32, name="logits"),
+        ops.parameter([N], np.int32, name="logit_length"),
+        ops.parameter([N, T], np.int32, name="labels"),
+        ops.parameter([N], np.int32, name="label_length"),
+    ]
+    cond = ops.parameter([], np.bool_, name="cond")
+    (then_body, then_parameters), (else_body, else_parameters) = body(), body()
+    choice = opset8.if_op(cond.output(0))
+    choice.set_then_body(then_body)
+    choice.set_else_body(else_body)
+    for given, inner_then, inner_else in zip(outer, then_parameters, else_parameters, strict=True):
+        choice.set_input(given.output(0), inner_then, inner_else)
+    loss = choice.set_output(then_body.get_results()[0], else_body.get_results()[0])
+    openvino.save_model(openvino.Model([ops.result(loss)], [cond, *outer]), str(path), compress_to_fp16=False)
+
+
+def onnx_with_a_layer_in_an_if_branch(path: Path) -> None:
+    model = onnx_model(dims=(T, N, C))
+    (node,) = model.graph.node
+    loss = model.graph.output[0]
+    then = helper.make_graph([node], "then", [], [loss])
+    zeros = helper.make_node("Constant", [], [loss.name], value=onnx.numpy_helper.from_array(np.zeros(N, np.float32)))
+    otherwise = helper.make_graph([zeros], "else", [], [loss])
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(True), "cond"))
+    del model.graph.node[:]
+    model.graph.node.append(helper.make_node("If", ["cond"], [loss.name], then_branch=then, else_branch=otherwise))
+    save_onnx(model, str(path))
+
+
+@pytest.mark.parametrize(
+    ("build", "name", "count"),
+    [(ir_with_layers_in_if_bodies, "model.xml", 2), (onnx_with_a_layer_in_an_if_branch, "model.onnx", 1)],
+)
+def test_layers_only_inside_bodies_are_named_in_the_refusal(tmp_path, capsys, build, name: str, count: int) -> None:
+    build(tmp_path / name)
+    for command in ("validate", "eval"):
+        result = run(capsys, command, tmp_path / name)
+        assert_refused(
+            result, f"in its main graph; {count} inside If/Loop/TensorIterator bodies, which ctcop does not evaluate"
+        )
+
+
+# eval's cost is linear in the number of ONNX layers: one session for them all.
+
+
+def onnx_with_layers(path: Path, count: int) -> None:
+    """ctcop's ONNX model with ``count`` CTCLoss nodes on the same inputs, each its own output."""
+    model = onnx_model(dims=(T, N, C))
+    (node,) = model.graph.node
+    (output,) = model.graph.output
+    for k in range(1, count):
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        copy.name, copy.output[0] = f"ctc_{k}", f"loss_{k}"
+        model.graph.node.append(copy)
+        model.graph.output.append(helper.make_tensor_value_info(f"loss_{k}", output.type.tensor_type.elem_type, [N]))
+    save_onnx(model, str(path))
+
+
+def test_the_worker_builds_one_session_for_all_onnx_layers(tmp_path, monkeypatch) -> None:
+    import onnxruntime
+
+    from ctcop.layers import worker
+
+    onnx_with_layers(tmp_path / "model.onnx", 4)
+    sessions = []
+    real = onnxruntime.InferenceSession
+
+    def counted(*args: object, **kwargs: object) -> object:
+        sessions.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", counted)
+    rng = np.random.default_rng(0)
+    feeds = {
+        "inputs": rng.normal(size=(T, N, C)).astype(np.float32),
+        "sequence_mask": np.ones((T, N), np.int32),
+        "labels": np.array([[0, 1, -1, -1, -1, -1], [2, 2, -1, -1, -1, -1]], np.int64),
+    }
+    request = {
+        "model": str(tmp_path / "model.onnx"),
+        "runtime": "onnxruntime",
+        "out": str(tmp_path),
+        "layers": [0, 1, 2, 3],
+        "start": 0,
+        "batch": True,
+    }
+    worker._onnx_layers(request, feeds)
+    losses = [np.load(tmp_path / f"{k}.loss.npy") for k in range(4)]
+    assert len(sessions) == 1
+    for loss in losses:
+        np.testing.assert_array_equal(loss, losses[0])
