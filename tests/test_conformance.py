@@ -154,3 +154,13 @@ def test_max_errors_treat_special_values_as_the_comparison_does() -> None:
     assert max_errors([1.0, np.inf, np.nan], [1.0, np.inf, np.nan]) == (0.0, 0.0)
     assert max_errors([2.0, 1.0], [1.0, 4.0]) == (3.0, 1.0)
     assert max_errors([np.inf, 1.0], [3.0, 1.0]) == (np.inf, np.inf)
+
+
+def test_openvino_adapters_run_the_read_only_inputs_they_are_handed(tmp_path) -> None:
+    # Runtimes get read-only copies of a case's arrays; OpenVINO's shared-memory input path refuses
+    # a read-only scalar (blank_index), so ctcop's adapters must copy theirs in.
+    out = tmp_path / "blank.json"
+    chosen = ("--select", "released/blank_first/int32/float32", "--no-known-defects")
+    result = ctcop_cli("conformance", "--runtimes", "openvino,openvino-onnx", *chosen, "--json", str(out))
+    statuses = {(r["runtime"], r["status"]) for r in json.loads(out.read_text())["results"]}
+    assert statuses == {("openvino", "crash"), ("openvino-onnx", "pass")}, result.stdout  # D1: an empty target

@@ -238,8 +238,8 @@ def _infer(build: Callable[..., Any], key: tuple[Any, ...], inputs: Any) -> np.n
     compiled = _COMPILED.get(cache_key)
     if compiled is None:
         compiled = _COMPILED[cache_key] = build(*key)
-    try:
-        return np.asarray(compiled(inputs)[0])
+    try:  # copied in: the case's arrays are read-only, and OpenVINO's shared path wants them writeable
+        return np.asarray(compiled(inputs, share_inputs=False)[0])
     except Exception:
         del _COMPILED[cache_key]
         raise
