@@ -139,6 +139,25 @@ def test_an_absent_ctc_merge_repeated_agrees_and_is_a_validate_warning(tmp_path,
     assert code == 0 and "verdict AGREE" in out, out + err
 
 
+@pytest.mark.parametrize("attribute", ["preprocess_collapse_repeated", "ctc_merge_repeated", "unique"])
+@pytest.mark.parametrize("written", [" true", "true ", " false"])
+def test_white_space_around_a_boolean_is_not_a_boolean(tmp_path, capsys, attribute: str, written: str) -> None:
+    # OpenVINO reads " true" as false: a layer whose flag it reads otherwise than it is written is
+    # invalid, not evaluated against the word's meaning.
+    released_ir(tmp_path / "model.xml", preprocess_collapse_repeated=True, ctc_merge_repeated=True, unique=True)
+    text = (tmp_path / "model.xml").read_text()
+    assert f'{attribute}="true"' in text
+    (tmp_path / "model.xml").write_text(text.replace(f'{attribute}="true"', f'{attribute}="{written}"'))
+    node = next(
+        n
+        for n in openvino_core().read_model(str(tmp_path / "model.xml")).get_ordered_ops()
+        if n.get_type_name() == "CTCLoss"
+    )
+    assert node.get_attributes()[attribute] is False  # what OpenVINO makes of it
+    code, out, err = run(capsys, "validate", tmp_path / "model.xml")
+    assert code == 1 and f"error: ctc: attribute {attribute} = {written!r} is not a boolean" in out, out + err
+
+
 # Layers are identified by their IR layer id, not their name.
 
 

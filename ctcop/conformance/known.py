@@ -115,9 +115,14 @@ def format_groups(groups: Sequence[Group]) -> list[str]:
         width = max(len(f"{g.runtime}: {g.defect}") for g in chosen)
         lines += ["", heading]
         for g in chosen:
-            defect = known[g.defect]
             label = f"{g.runtime}: {g.defect}"
-            where = f"{defect.library.name} {defect.library.installed() or '?'}, measured on {defect.library.measured}"
-            text = defect.title if status == "xfail" else where
+            try:
+                defect = known[g.defect]
+            except KeyError:  # a merged report from another version of ctcop
+                text = "not in this ctcop's registry"
+            else:
+                installed = defect.library.installed() or "?"
+                where = f"{defect.library.name} {installed}, measured on {defect.library.measured}"
+                text = defect.title if status == "xfail" else where
             lines.append(f"  {label:<{width}}  {g.count:>4}  {g.smallest} [{g.elements}]  {text}")
     return lines

@@ -35,13 +35,14 @@ class Finding:
 
 
 def _boolean(value: Any) -> bool | None:
-    """An attribute value as a boolean (bool, 0/1, "true"/"false"), or None when it is none."""
+    """An attribute value as a boolean (bool, 0/1, "true"/"false" in any case), or None when it is
+    none. No white space is allowed around the word: OpenVINO reads " true" as false (spec 13)."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, np.integer)) and value in (0, 1):
         return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
     return None
 
 
