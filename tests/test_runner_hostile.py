@@ -283,3 +283,45 @@ def test_sigterm_while_the_table_blocks_keeps_the_finished_reports(tmp_path) -> 
     document = json.loads(out.read_text())
     assert document["complete"] is True and document["summary"]["reference"]["pass"] == len(document["results"]) > 0
     assert junit.read_text().startswith("<?xml")
+
+
+UNPRINTABLE = """
+class Surrogate:
+    name, description = "surrogate", "says d \\ud800 in its description"
+
+    def run(self, case):
+        raise ValueError("m \\ud800 and a bell \\a")
+
+
+class Unreadable(Exception):
+    def __str__(self):
+        raise RuntimeError("no")
+
+
+class Mute:
+    name, description = "mute", "raises an exception whose message cannot be read"
+
+    def run(self, case):
+        raise Unreadable()
+
+
+RUNTIMES = [Surrogate(), Mute()]
+"""
+
+
+@pytest.mark.slow
+def test_unprintable_runtime_text_is_escaped_and_an_unreadable_message_is_an_error(tmp_path: Path) -> None:
+    module = tmp_path / "unprintable.py"
+    module.write_text(UNPRINTABLE)
+    out = tmp_path / "report.json"
+    result = ctcop(
+        "conformance", "--runtime-module", f"{module}:RUNTIMES", "--runtimes", "surrogate,mute",
+        "--select", "spec/hand_worked/float32", "--json", str(out), "--junit", str(tmp_path / "junit.xml"),
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr  # two errors, no internal error
+    assert "says d \\ud800 in its description" in result.stdout
+    rows = {r["runtime"]: r for r in json.loads(out.read_text())["results"]}
+    assert (rows["surrogate"]["status"], rows["surrogate"]["message"]) == (
+        "error", "ValueError: m \\ud800 and a bell \\x07"
+    )  # fmt: skip
+    assert (rows["mute"]["status"], rows["mute"]["message"]) == ("error", "Unreadable: (no readable message)")

@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .protocol import plain_text
+
 GROUP = "ctcop.runtimes"
 PROBE_TIMEOUT_S = 120.0  # how long loading a runtime module may take in the probe (:func:`probe`)
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
@@ -108,17 +110,14 @@ def availability(runtime: Any) -> str | None:
         return None
     try:
         reason = check()
-        return None if reason is None else str(reason)
+        return None if reason is None else plain_text(reason)
     except (Exception, SystemExit) as error:  # a broken availability check is a reason, not a crash
         return f"available() raised {type(error).__name__}: {_line(error)}"
 
 
 def _line(error: BaseException) -> str:
-    """``error``'s message in one line (what ``str`` of it gives, or says when it cannot)."""
-    try:
-        return " ".join(str(error).split())[:300]
-    except Exception:
-        return "(no readable message)"
+    """``error``'s message in one printable line (:func:`plain_text`)."""
+    return plain_text(error)
 
 
 def _import_file(path: str) -> Any:
@@ -272,7 +271,7 @@ def _entry(runtime: Any, origin: str) -> Entry:
     if not NAME.fullmatch(name):
         raise RegistryError(f"{origin}: runtime name {name!r} is not [a-z0-9][a-z0-9._-]*")
     try:
-        description = " ".join(str(getattr(runtime, "description", "")).split())
+        description = plain_text(getattr(runtime, "description", ""), 1000)
     except (Exception, SystemExit) as error:
         reason = f"its description raised {type(error).__name__}: {_line(error)}"
         return Entry(name, "(no description)", reason, origin, runtime)

@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from .. import canonical
 from ..tolerance import compare, max_errors
-from .protocol import Outcome, Unsupported
+from .protocol import Outcome, Unsupported, plain_text
 
 if TYPE_CHECKING:
     from .corpus import CorpusCase
@@ -171,8 +171,13 @@ def bits(array: np.ndarray | None) -> str:
 
 
 def _raised(error: BaseException) -> str:
-    lines = [line for line in str(error).strip().splitlines() if line.strip()] or [""]
-    text = lines[-1].strip()[:300]
+    """The exception's type and the last line of its message, printable (:func:`plain_text`)."""
+    try:
+        message = str(error)
+    except Exception:
+        message = "(no readable message)"
+    lines = [line for line in message.strip().splitlines() if line.strip()] or [""]
+    text = plain_text(lines[-1])
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
