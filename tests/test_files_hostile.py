@@ -553,3 +553,14 @@ def test_the_worker_builds_one_session_for_all_onnx_layers(tmp_path, monkeypatch
     assert len(sessions) == 1
     for loss in losses:
         np.testing.assert_array_equal(loss, losses[0])
+
+
+@pytest.mark.parametrize("command", ["validate", "eval"])
+def test_an_initializer_of_another_type_shadowing_an_input_is_refused(tmp_path, capsys, command: str) -> None:
+    # onnx's checker accepts it; its shape inference then raises, which was an internal error.
+    model = onnx_model(dims=(8, 3, 5))
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros((3, 8), np.int32), "labels"))
+    path = tmp_path / "shadowed.onnx"
+    save_onnx(model, str(path))
+    result = run(capsys, command, path, *(["--seed", "1"] if command == "eval" else []))
+    assert_refused(result, "model: shape inference fails: [TypeInferenceError] Inferred elem type differs")

@@ -145,13 +145,15 @@ def onnx_layers(model: Any) -> list[Layer]:
     import onnx
     from onnx import numpy_helper
 
+    from ..onnx.files import inferred_shapes
+
     onnx_encoding = encoding("onnx")
     # A negative declared size is refused before onnx's shape inference sees it: on ctcop's own
     # function body that inference aborts the process (a C++ assertion in std::clamp).
     for declared in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
         if declared.type.HasField("tensor_type") and declared.type.tensor_type.HasField("shape"):
             onnx_dims(declared.type.tensor_type.shape, declared.name)
-    inferred = onnx.shape_inference.infer_shapes(model)
+    inferred = inferred_shapes(model)
     known = {v.name: v.type.tensor_type for v in [*inferred.graph.input, *inferred.graph.value_info]}
     known.update({v.name: v.type.tensor_type for v in inferred.graph.output})
     initializers = {t.name: t for t in model.graph.initializer}

@@ -144,14 +144,14 @@ def _onnx_layers(request: dict[str, Any], feeds: dict[str, np.ndarray]) -> None:
     logits type share one session over the whole model (eval's cost linear in layers); a session
     that fails is retried layer by layer, so that a refusal is the finding of its own layer (the
     parent runs a worker that died in a batch again without it, so a crash is placed too)."""
-    import onnx
 
+    from ..onnx.files import inferred_shapes
     from .files import load_onnx_model
     from .find import onnx_layers
 
     model = load_onnx_model(request["model"])
     layers = onnx_layers(model)
-    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    inferred = {v.name: v for v in inferred_shapes(model).graph.value_info}
     pending = [layers[index] for index in request["layers"][request["start"] :]]
     wanted = {
         layer.index: [*(p.value for p in layer.ports if p.constant is None and p.value not in feeds), layer.output]

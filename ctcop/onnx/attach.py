@@ -17,7 +17,7 @@ from onnx import version_converter
 from ..errors import InvalidInputError
 from ..options import Dim, ExportOptions, attached_names
 from . import function
-from .files import known_opset
+from .files import inferred_shapes, known_opset
 from .types import type_name
 from .writer import checked_opset, loss_node, mask_and_labels, value_info, with_function
 
@@ -44,10 +44,7 @@ def _output_name(model: onnx.ModelProto, logits_output: str | int) -> str:
 
 def _logits_type(model: onnx.ModelProto, logits_output: str) -> tuple[str, tuple[Dim, Dim, Dim]]:
     """Element type and [T, N, C] of the output ``logits_output`` (symbols where unknown)."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception as error:  # onnx's InferenceError and friends: the model is not consistent
-        raise InvalidInputError("model", f"shape inference fails: {_first_line(error)}") from None
+    inferred = inferred_shapes(model)
     known = {v.name: v for v in [*inferred.graph.output, *inferred.graph.value_info, *inferred.graph.input]}
     tensor_type = known[logits_output].type.tensor_type
     dims: list[Dim] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim]

@@ -148,6 +148,18 @@ def _check_model(path: str) -> None:
         raise InvalidInputError("model", f"not a valid ONNX model: {reason}") from None
 
 
+def inferred_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with onnx's shape inference applied; a model whose declared types or shapes
+    contradict what inference derives (an initializer of another type shadowing an input, ...) is
+    an :class:`InvalidInputError` naming the first line of onnx's reason."""
+    try:
+        return onnx.shape_inference.infer_shapes(model)
+    except Exception as error:  # onnx's InferenceError and friends: the model is not consistent
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        reason = lines[0] if lines else type(error).__name__
+        raise InvalidInputError("model", f"shape inference fails: {reason}") from None
+
+
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
