@@ -593,9 +593,9 @@ def _eval(args: argparse.Namespace) -> int:
             write_atomically(args.json, document(state["results"], interrupted.name))
             interrupted.report = args.json
         raise interrupted from None
-    print(report.format_table(results))
-    if args.json:
+    if args.json:  # before the table: a stdout that blocks or fails cannot cost the report
         write_atomically(args.json, document(results, None))
+    print(report.format_table(results))
     return 0 if all(result.verdict == "agree" for result in results) else 1
 
 
@@ -904,7 +904,8 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         code = int(args.run(args))
-        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        if sys.stdout is not None:  # None when the process started with its stdout closed
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BaseException as error:
         return _failure(error)

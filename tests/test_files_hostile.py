@@ -4,9 +4,12 @@ line with exit 2, or read exactly as OpenVINO reads it (spec 7, 12.3, 13)."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -564,3 +567,22 @@ def test_an_initializer_of_another_type_shadowing_an_input_is_refused(tmp_path, 
     save_onnx(model, str(path))
     result = run(capsys, command, path, *(["--seed", "1"] if command == "eval" else []))
     assert_refused(result, "model: shape inference fails: [TypeInferenceError] Inferred elem type differs")
+
+
+@pytest.mark.slow
+def test_a_closed_or_full_stdout_costs_no_report(tmp_path) -> None:
+    # Started with stdout closed, the CLI has no sys.stdout to flush; with stdout on a full device
+    # the table fails, and eval's --json is written before it.
+    released_ir(tmp_path / "model.xml")
+    inputs_npz(tmp_path / "inputs.npz")
+    command = [sys.executable, "-m", "ctcop", "validate", str(tmp_path / "model.xml")]
+    closed = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600,
+                            preexec_fn=lambda: os.close(1))  # fmt: skip
+    assert closed.returncode == 0 and "internal error" not in closed.stderr, closed.stderr
+    report = tmp_path / "eval.json"
+    args = ["eval", str(tmp_path / "model.xml"), "--inputs", str(tmp_path / "inputs.npz"), "--json", str(report)]
+    with open("/dev/full", "w") as full:
+        failed = subprocess.run([sys.executable, "-m", "ctcop", *args], stdout=full, stderr=subprocess.PIPE,
+                                text=True, timeout=600)  # fmt: skip
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
+    assert json.loads(report.read_text())["layers"][0]["verdict"] == "agree"
