@@ -237,6 +237,8 @@ def _export_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.attach:
         _refuse_ignored(args, ["dtype", "dims"], "with --attach: it comes from the model's logits output")
         checked_input_file(args.attach, "model")
+        for output in [args.output, *([args.output[:-4] + ".bin"] if args.format == "ir" else [])]:
+            _refuse_overwriting_inputs(output, "output", _model_files(args.attach))
     else:
         _refuse_ignored(args, ["logits_output"], "without --attach")
     common: dict[str, Any] = {
@@ -527,14 +529,20 @@ def _refuse_overwriting_inputs(output: str, what: str, inputs: Sequence[str]) ->
             _refuse(what, f"{output!r} is an input file of this command ({given!r}): choose another path")
 
 
+def _model_files(path: str) -> list[str]:
+    """A model file and the files it brings: an IR's ``.bin``, an ONNX file's external data."""
+    if path.endswith(".xml"):
+        return [path, path[:-4] + ".bin"]
+    if path.endswith(".onnx") and os.path.isfile(path):
+        from .onnx.files import external_data_files
+
+        return [path, *external_data_files(path)]
+    return [path]
+
+
 def _eval_checked(args: argparse.Namespace) -> None:
     if args.json is not None:
-        weights = [args.model[:-4] + ".bin"] if args.model.endswith(".xml") else []
-        if args.model.endswith(".onnx") and os.path.isfile(args.model):
-            from .onnx.files import external_data_files
-
-            weights = external_data_files(args.model)
-        given = [args.model, *weights, *([args.inputs] if args.inputs is not None else [])]
+        given = [*_model_files(args.model), *([args.inputs] if args.inputs is not None else [])]
         checked_output(args.json, "json")
         _refuse_overwriting_inputs(args.json, "json", given)
     if args.inputs is not None:

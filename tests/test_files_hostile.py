@@ -586,3 +586,18 @@ def test_a_closed_or_full_stdout_costs_no_report(tmp_path) -> None:
                                 text=True, timeout=600)  # fmt: skip
     assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
     assert json.loads(report.read_text())["layers"][0]["verdict"] == "agree"
+
+
+@pytest.mark.parametrize("form", ["onnx", "ir"])
+def test_export_refuses_to_write_over_the_model_it_attaches_to(tmp_path, capsys, form: str) -> None:
+    if form == "onnx":
+        model = tmp_path / "model.onnx"
+        save_onnx(onnx_model(dims=(8, 3, 5)), str(model))
+        args = ["export", "-o", model, "--attach", model, "--logits-output", "0"]
+    else:
+        model = tmp_path / "model.xml"
+        released_ir(model)
+        args = ["export", "--format", "ir", "-o", model, "--attach", model, "--logits-output", "0"]
+    before = model.read_bytes()
+    assert_refused(run(capsys, *args), "is an input file of this command")
+    assert model.read_bytes() == before
