@@ -601,3 +601,19 @@ def test_export_refuses_to_write_over_the_model_it_attaches_to(tmp_path, capsys,
     before = model.read_bytes()
     assert_refused(run(capsys, *args), "is an input file of this command")
     assert model.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_a_layer_input_declared_beyond_the_budget_is_an_invalid_layer(tmp_path, capsys) -> None:
+    # A 3 KB file can broadcast its logits to gigabytes; the layer is not run.
+    x = ops.parameter([1], np.float32, name="x")
+    logits = opset8.broadcast(x, ops.constant(np.array([3, 8, 100_000_000], np.int64)))
+    lengths = [ops.parameter([3], np.int32, name=name) for name in ("logit_length", "label_length")]
+    labels = ops.parameter([3, 8], np.int32, name="labels")
+    loss = opset4.ctc_loss(logits, lengths[0], labels, lengths[1])
+    model = openvino.Model([ops.result(loss)], [x, lengths[0], labels, lengths[1]])
+    openvino.save_model(model, str(tmp_path / "m.xml"))
+    code, out, err = run(capsys, "validate", tmp_path / "m.xml")
+    assert code == 1 and "logits: declared 8.94 GiB, over the 1 GiB ctcop evaluates" in out, out + err
+    code, out, err = run(capsys, "eval", tmp_path / "m.xml", "--seed", "1")
+    assert code == 1 and "verdict INVALID-LAYER" in out, out + err

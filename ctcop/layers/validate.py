@@ -4,11 +4,13 @@ an attribute an IR leaves out is read as OpenVINO's reader reads it (spec 13).""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..options import MAX_TENSOR_BYTES
 from ..schema import PortSpec, form
 from .find import Layer, Port
 
@@ -52,6 +54,14 @@ def _port_findings(port: Port, spec: PortSpec, dims: dict[str, int]) -> list[str
         problems.append(f"{spec.name}: element type {port.dtype} is not one of {', '.join(spec.types)} (rule 6)")
     if port.shape is None:
         return problems
+    static = [d for d in port.shape if d is not None]
+    if len(static) == len(port.shape) and port.dtype in spec.types:
+        nbytes = math.prod(static) * (2 if port.dtype == "bfloat16" else np.dtype(port.dtype).itemsize)
+        if nbytes > MAX_TENSOR_BYTES:
+            problems.append(
+                f"{spec.name}: declared {nbytes / 2**30:.3g} GiB, over the {MAX_TENSOR_BYTES >> 30} GiB "
+                "ctcop evaluates (spec 13)"
+            )
     if len(port.shape) != spec.rank:
         return [*problems, f"{spec.name}: rank {len(port.shape)}, the spec's is {spec.rank} ([{', '.join(spec.dims)}])"]
     for symbol, size in zip(spec.dims, port.shape, strict=True):
