@@ -273,6 +273,10 @@ def test_an_npz_member_larger_than_the_limit_is_refused_before_it_is_read(tmp_pa
     npz_with(tmp_path / "padded.npz", {"a.npy": npy_bytes((10,), data=bytes(1 << 20))})  # trailing bytes
     with pytest.raises(InvalidInputError, match="'a' expands to 1048"):
         files.load_inputs(str(tmp_path / "padded.npz"))
+    members = {f"m{k}.npy": npy_bytes((200,), data=bytes(800)) for k in range(2)}  # 800 bytes each
+    npz_with(tmp_path / "many.npz", members)
+    with pytest.raises(InvalidInputError, match="its arrays declare 1600 bytes together, over 1000"):
+        files.load_inputs(str(tmp_path / "many.npz"))
 
 
 @pytest.mark.parametrize(

@@ -211,13 +211,17 @@ def _declared_bytes(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) 
 
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:
-    """The arrays of an npz file (no pickle), each within the tensor limit: every member's size,
-    as its zip entry and its .npy header declare it, is checked before any array is read."""
+    """The arrays of an npz file (no pickle), each and all together within the tensor limit: every
+    member's size, as its zip entry and its .npy header declare it, is checked before any array is
+    read."""
     checked_input_file(path, "inputs")
     try:
         with zipfile.ZipFile(path) as archive:
-            for info in archive.infolist():
-                _declared_bytes(archive, info, path)
+            total = sum(_declared_bytes(archive, info, path) for info in archive.infolist())
+        if total > MAX_TENSOR_BYTES:
+            raise InvalidInputError(
+                "inputs", f"{path!r}: its arrays declare {total} bytes together, over {MAX_TENSOR_BYTES}"
+            )
         archive = np.load(path, allow_pickle=False)
         if not isinstance(archive, np.lib.npyio.NpzFile):
             raise InvalidInputError("inputs", f"{path!r} is not an npz archive")
