@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -212,6 +213,37 @@ def test_a_report_of_shard_5_of_2_is_refused() -> None:
     broken = shard_report("2/2") | {"results": [{"case": "x", "runtime": "y", "status": "great", "message": ""}]}
     with pytest.raises(shard.MergeError, match="known status"):
         report.merge([shard_report("1/2"), broken], ["a.json", "b.json"])
+
+
+def row(case: str, runtime: str = "reference", **fields: object) -> dict:
+    return {"case": case, "runtime": runtime, "status": "pass", "message": "", "max_abs_err": 0.0,
+            "max_rel_err": 0.0, "defect": None, **fields}  # fmt: skip
+
+
+def with_rows(shard_text: str, *rows: dict, **changes: object) -> dict:
+    runtimes = [{"name": "reference", "description": "", "available": True, "reason": None}]
+    document = shard_report(shard_text) | {"runtimes": runtimes, "results": list(rows)}
+    document["selection"] = document["selection"] | {"cases": len(rows)}
+    return document | changes
+
+
+@pytest.mark.parametrize(
+    ("second", "said"),
+    [
+        (with_rows("2/2", row("c1")), "(reference on c1) is also in a.json"),
+        (with_rows("2/2", row("c2"), row("c2")), "(reference on c2) is also in b.json"),
+        (with_rows("2/2", row("c2", runtime="ghost")), "runtime 'ghost', which the report does not list"),
+        (with_rows("2/2", row("c2", max_abs_err=[1])), "errors that are not numbers"),
+        (with_rows("2/2", row("c2", defect=7)), "a defect that is not an id"),
+        (with_rows("2/2", row("c2"), complete="yes"), "complete is not true/false"),
+        (with_rows("2/2", row("c2")) | {"selection": {"patterns": [], "shard": "2/2", "cases": -5}}, "negative"),
+    ],
+)
+def test_merge_refuses_reports_whose_rows_do_not_add_up(second: dict, said: str) -> None:
+    first = with_rows("1/2", row("c1"))
+    report.merge([first, with_rows("2/2", row("c2"))], ["a.json", "b.json"])  # the consistent pair merges
+    with pytest.raises(shard.MergeError, match=re.escape(said)):
+        report.merge([first, second], ["a.json", "b.json"])
 
 
 @pytest.mark.slow

@@ -159,21 +159,43 @@ def read(path: str) -> Any:
         raise ValueError("nested too deeply") from None
 
 
-def _check_results(results: Any, path: str) -> None:
-    """Refuse results that are not rows of a report (``MergeError``, one line)."""
+def _error_value(value: Any) -> bool:
+    """Whether ``value`` is what a report writes for an error: null, a number or "inf"/"-inf"/"nan"."""
+    return value is None or value in ("inf", "-inf", "nan") or (type(value) in (int, float))
+
+
+def _check_results(document: dict[str, Any], path: str, seen: dict[tuple[str, str], str]) -> None:
+    """Refuse results that are not rows of this report, or a case of a runtime that ``seen`` (the
+    rows of the reports before it) already holds (``MergeError``, one line)."""
+    results, runtimes = document["results"], {r.get("name") for r in document["runtimes"] if isinstance(r, dict)}
     if not isinstance(results, list):
         raise MergeError(f"{path}: results is not a list")
+    if not isinstance(document.get("complete"), bool) or type(document["selection"].get("cases")) is not int:
+        raise MergeError(f"{path}: complete is not true/false or selection.cases is not a count")
+    if document["selection"]["cases"] < 0:
+        raise MergeError(f"{path}: selection.cases is negative")
     for number, row in enumerate(results):
         fields = [row.get(k) if isinstance(row, dict) else None for k in ("case", "runtime", "status", "message")]
         if not all(isinstance(v, str) for v in fields) or fields[2] not in STATUSES:
             raise MergeError(f"{path}: result {number} is not {{case, runtime, status, message}} with a known status")
+        if fields[1] not in runtimes:
+            raise MergeError(f"{path}: result {number} is of runtime {fields[1]!r}, which the report does not list")
+        if not all(_error_value(row.get(k)) for k in ("max_abs_err", "max_rel_err")) or not isinstance(
+            row.get("defect"), (str, type(None))
+        ):
+            raise MergeError(f"{path}: result {number} has errors that are not numbers or a defect that is not an id")
+        key = (str(fields[1]), str(fields[0]))
+        if key in seen:
+            raise MergeError(f"{path}: result {number} ({fields[1]} on {fields[0]}) is also in {seen[key]}")
+        seen[key] = path
 
 
 def merge(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> dict[str, Any]:
     """One report from the reports of shards (see :mod:`.shard` for what is refused)."""
     shards, n = check(documents, paths, SCHEMA)
+    seen: dict[tuple[str, str], str] = {}
     for document, path in zip(documents, paths, strict=True):
-        _check_results(document["results"], path)
+        _check_results(document, path, seen)
     first = documents[0]
     order = {r["name"]: i for i, r in enumerate(first["runtimes"])}
     results = sorted(
