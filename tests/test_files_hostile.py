@@ -621,3 +621,11 @@ def test_a_layer_input_declared_beyond_the_budget_is_an_invalid_layer(tmp_path, 
     assert code == 1 and "logits: declared 8.94 GiB, over the 1 GiB ctcop evaluates" in out, out + err
     code, out, err = run(capsys, "eval", tmp_path / "m.xml", "--seed", "1")
     assert code == 1 and "verdict INVALID-LAYER" in out, out + err
+
+
+@pytest.mark.parametrize("depth", [300, 3000])
+def test_xml_nested_deeper_than_an_ir_needs_is_refused(tmp_path, capsys, depth: int) -> None:
+    released_ir(tmp_path / "model.xml")
+    text = (tmp_path / "model.xml").read_text()
+    (tmp_path / "model.xml").write_text(text.replace("<layers>", "<layers>" + "<a>" * depth + "</a>" * depth, 1))
+    assert_refused(run(capsys, "validate", tmp_path / "model.xml"), "XML nested deeper than 256 elements is refused")

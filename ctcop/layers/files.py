@@ -79,27 +79,49 @@ def _checked_weights(path: str) -> str:
     return weights
 
 
+# Deeper XML than an IR needs (its layers nest a few levels per If/Loop body): Python's own
+# recursive serialisation of the tree would fail on it.
+MAX_XML_DEPTH = 256
+
+
 def _refuse_declarations(*_: Any) -> None:
-    raise _Declaration
+    raise _Declaration("XML with a DOCTYPE or entity declaration is refused")
 
 
 class _Declaration(Exception):
-    """A DOCTYPE or entity declaration met while scanning the XML."""
+    """A DOCTYPE or entity declaration, or nesting beyond :data:`MAX_XML_DEPTH`, met while scanning."""
+
+
+class _Depth:
+    """Counts the open elements of the scan and refuses more than :data:`MAX_XML_DEPTH`."""
+
+    def __init__(self) -> None:
+        self.open = 0
+
+    def start(self, *_: Any) -> None:
+        self.open += 1
+        if self.open > MAX_XML_DEPTH:
+            raise _Declaration(f"XML nested deeper than {MAX_XML_DEPTH} elements is refused")
+
+    def end(self, *_: Any) -> None:
+        self.open -= 1
 
 
 def _ir_tree(path: str) -> ElementTree.Element:
     """The XML of the IR at ``path``, parsed after a first pass has refused any DOCTYPE or entity
-    declaration. That pass is expat's own, so it decodes the file as its BOM or encoding
-    declaration says (a UTF-16 file hides no ``<!DOCTYPE`` from it), and it expands nothing."""
-    scanner = expat.ParserCreate()
+    declaration and nesting deeper than :data:`MAX_XML_DEPTH`. That pass is expat's own, so it
+    decodes the file as its BOM or encoding declaration says (a UTF-16 file hides no ``<!DOCTYPE``
+    from it), and it expands nothing."""
+    scanner, depth = expat.ParserCreate(), _Depth()
     scanner.StartDoctypeDeclHandler = _refuse_declarations
     scanner.EntityDeclHandler = _refuse_declarations
+    scanner.StartElementHandler, scanner.EndElementHandler = depth.start, depth.end
     try:
         with open(path, "rb") as file:
             scanner.ParseFile(file)
         return ElementTree.parse(path).getroot()
-    except _Declaration:
-        raise InvalidInputError("model", f"{path!r}: XML with a DOCTYPE or entity declaration is refused") from None
+    except _Declaration as refusal:
+        raise InvalidInputError("model", f"{path!r}: {refusal}") from None
     except (expat.ExpatError, ElementTree.ParseError, ValueError, LookupError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InvalidInputError("model", f"{path!r} is not well-formed XML: {reason}") from None
