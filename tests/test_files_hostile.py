@@ -629,3 +629,13 @@ def test_xml_nested_deeper_than_an_ir_needs_is_refused(tmp_path, capsys, depth: 
     text = (tmp_path / "model.xml").read_text()
     (tmp_path / "model.xml").write_text(text.replace("<layers>", "<layers>" + "<a>" * depth + "</a>" * depth, 1))
     assert_refused(run(capsys, "validate", tmp_path / "model.xml"), "XML nested deeper than 256 elements is refused")
+
+
+@pytest.mark.parametrize("command", ["validate", "eval"])
+def test_a_name_that_is_not_utf8_is_refused(tmp_path, capsys, command: str) -> None:
+    # protobuf returns such a string field as bytes, which reached the JSON of eval's worker.
+    data = onnx_model(dims=(8, 3, 5)).SerializeToString()
+    path = tmp_path / "bytes.onnx"
+    path.write_bytes(data.replace(b"labels", b"L\xed\xa0\x80LL"))
+    result = run(capsys, command, path, *(["--seed", "1"] if command == "eval" else []))
+    assert_refused(result, "model: a name is not UTF-8 text: b'L\\xed\\xa0\\x80LL'")

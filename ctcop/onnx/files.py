@@ -177,6 +177,21 @@ def known_opset(model: onnx.ModelProto) -> int | None:
     return own
 
 
+def _names(graph: onnx.GraphProto) -> Iterator[object]:
+    """Every name the main graph holds: its values', initializers' and nodes'."""
+    for value in [*graph.input, *graph.output, *graph.value_info, *graph.initializer]:
+        yield value.name
+    for node in graph.node:
+        yield from (node.name, node.op_type, node.domain, *node.input, *node.output)
+
+
+def _check_names(model: onnx.ModelProto) -> None:
+    """protobuf hands a string field that is not valid UTF-8 back as bytes: such a name is refused."""
+    for name in _names(model.graph):
+        if not isinstance(name, str):
+            raise InvalidInputError("model", f"a name is not UTF-8 text: {name!r}")
+
+
 def load_onnx(path: str) -> onnx.ModelProto:
     """Read an ONNX model from an untrusted file, checking the file and its external data before
     reading them; any failure is an :class:`InvalidInputError`."""
@@ -185,6 +200,7 @@ def load_onnx(path: str) -> onnx.ModelProto:
         model = onnx.load(path, load_external_data=False)
     except Exception as error:  # OSError, protobuf's DecodeError, ...: all mean "not a readable model"
         raise InvalidInputError("model", f"cannot read {path!r} as ONNX: {type(error).__name__}") from None
+    _check_names(model)
     known_opset(model)
     check_external_data(model, path)
     _check_tensor_sizes(model)
