@@ -99,7 +99,7 @@ def test_a_mutating_runtime_leaves_the_others_passing_whatever_the_jobs(tmp_path
         (0, "is not an array: RuntimeError: Can't call numpy() on Tensor that requires grad"),
         (1, "KeyboardInterrupt"),
         (2, "SystemExit: 3"),
-        (3, "element type object, not a number type"),
+        (3, "element type object, not a real number type"),
     ],
 )
 def test_a_misanswering_runtime_is_an_error_that_says_why(index: int, said: str) -> None:
@@ -108,6 +108,30 @@ def test_a_misanswering_runtime_is_an_error_that_says_why(index: int, said: str)
     for case_id in ("spec/hand_worked/float64", *(["invalid/label_at_least_c"] if index in (1, 2) else [])):
         got = verdict.judge(runtime, fresh_case(case_id))
         assert got["status"] == "error" and said in got["message"], (case_id, got)
+
+
+class Answers:
+    """A runtime that answers ``value`` whatever the case."""
+
+    name, description = "answers", "answers one fixed value"
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def run(self, case: object) -> object:
+        return self.value
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (None, "not a valid answer: there is no loss (None)"),
+        (np.full(1, 1.08 + 0j), "not a valid answer: the loss has element type complex128, not a real number type"),
+    ],
+)
+def test_no_loss_or_a_complex_loss_is_an_error_that_says_why(value: object, said: str) -> None:
+    got = verdict.judge(Answers(value), fresh_case("spec/hand_worked/float64"))
+    assert (got["status"], got["message"]) == ("error", said)
 
 
 @pytest.mark.slow

@@ -181,11 +181,11 @@ def _raised(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def numeric(array: np.ndarray) -> bool:
-    """Whether ``array`` holds numbers by value (bool, integer, real, complex, or an ``ml_dtypes``
-    float such as bfloat16); an object, string, date or structured array does not."""
+def real(array: np.ndarray) -> bool:
+    """Whether ``array`` holds real numbers by value (bool, integer, float, or an ``ml_dtypes``
+    float such as bfloat16); a complex, object, string, date or structured array does not."""
     kind, dtype = array.dtype.kind, array.dtype
-    return kind in "biufc" or (kind == "V" and dtype.names is None and dtype.type.__module__ == "ml_dtypes")
+    return kind in "biuf" or (kind == "V" and dtype.names is None and dtype.type.__module__ == "ml_dtypes")
 
 
 class InvalidAnswer(Exception):
@@ -197,6 +197,8 @@ def _answer_arrays(value: Any) -> tuple[np.ndarray, np.ndarray | None]:
     (one line) saying what is wrong with an answer that is not one."""
     answer = value if isinstance(value, Outcome) else Outcome(value)  # a bare answer is the loss
     parts: list[np.ndarray | None] = []
+    if answer.loss is None:
+        raise InvalidAnswer("there is no loss (None)")
     for what, part in (("loss", answer.loss), ("gradient", answer.grad)):
         if part is None:
             parts.append(None)
@@ -205,11 +207,12 @@ def _answer_arrays(value: Any) -> tuple[np.ndarray, np.ndarray | None]:
             array = np.asarray(part)
         except Exception as error:
             raise InvalidAnswer(f"the {what} ({type(part).__name__}) is not an array: {_raised(error)}") from None
-        if not numeric(array):
-            raise InvalidAnswer(f"the {what} has element type {array.dtype}, not a number type")
+        if not real(array):
+            raise InvalidAnswer(f"the {what} has element type {array.dtype}, not a real number type")
         parts.append(array)
-    assert parts[0] is not None
-    return parts[0], parts[1]
+    loss, grad = parts
+    assert loss is not None  # checked above
+    return loss, grad
 
 
 def _value_verdict(case: CorpusCase, loss: np.ndarray, grad: np.ndarray | None) -> dict[str, Any]:
