@@ -17,7 +17,7 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -37,14 +37,21 @@ class Library:
 
     def installed(self) -> str | None:
         """The installed version, or None when no distribution of the library is installed."""
-        from importlib.metadata import PackageNotFoundError, version
+        return _installed(self.distributions)
 
-        for distribution in self.distributions:
-            try:
-                return version(distribution)
-            except PackageNotFoundError:
-                continue
-        return None
+
+@cache
+def _installed(distributions: tuple[str, ...]) -> str | None:
+    """The version of the first of ``distributions`` that is installed (read once per process:
+    reports ask it for every defect group)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for distribution in distributions:
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            continue
+    return None
 
 
 @dataclass(frozen=True)
