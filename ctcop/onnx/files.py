@@ -137,6 +137,12 @@ def _check_tensor_data(model: onnx.ModelProto) -> None:
             )
 
 
+def _reason(error: BaseException) -> str:
+    """The first line of what ``error`` says, or its type's name when it says nothing."""
+    text = str(error).strip()
+    return text.splitlines()[0].strip() if text else type(error).__name__
+
+
 def _check_model(path: str) -> None:
     """onnx's checker on the file (its external data beside it): a model the checker refuses
     (nodes without outputs, recursive or duplicated local functions, no opset import, tensors
@@ -144,8 +150,7 @@ def _check_model(path: str) -> None:
     try:
         onnx.checker.check_model(path)
     except (onnx.checker.ValidationError, ValueError, OSError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise InvalidInputError("model", f"not a valid ONNX model: {reason}") from None
+        raise InvalidInputError("model", f"not a valid ONNX model: {_reason(error)}") from None
 
 
 def inferred_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -155,9 +160,7 @@ def inferred_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model)
     except Exception as error:  # onnx's InferenceError and friends: the model is not consistent
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        reason = lines[0] if lines else type(error).__name__
-        raise InvalidInputError("model", f"shape inference fails: {reason}") from None
+        raise InvalidInputError("model", f"shape inference fails: {_reason(error)}") from None
 
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -208,8 +211,7 @@ def load_onnx(path: str) -> onnx.ModelProto:
     try:
         load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
     except (OSError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise InvalidInputError("model", f"{path!r}: cannot read its external data: {reason}") from None
+        raise InvalidInputError("model", f"{path!r}: cannot read its external data: {_reason(error)}") from None
     _check_tensor_data(model)
     return model
 
