@@ -1,17 +1,22 @@
 """ctcop: the exact reference, exporters and conformance suite for the CTCLoss-4 operator.
 
-``import ctcop`` loads the core only (numpy, and numba for its compiled kernels): the evaluator,
-its gradient, greedy decoding, the error type and the core's thread count. The wings load on first
-use: ``ctcop.onnx`` (ONNX export), ``ctcop.openvino`` (IR export, lowering, extensions),
-``ctcop.conformance`` (cases, runtime adapters, runner).
+``import ctcop`` loads nothing heavy; its names load the core on first use (numpy, and numba for
+its compiled kernels): the evaluator, its gradient, greedy decoding, the error type and the core's
+thread count. The wings load on first use too: ``ctcop.onnx`` (ONNX export), ``ctcop.openvino``
+(IR export, lowering, extensions), ``ctcop.conformance`` (cases, runtime adapters, runner). A
+light package is what lets the ``ctcop`` command take over SIGINT before the core is imported.
 """
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from .decode import greedy_decode
 from .errors import InvalidInputError
-from .recursion import get_num_threads, set_num_threads
-from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss
+
+if TYPE_CHECKING:
+    from .decode import greedy_decode
+    from .openvino.extensions import openvino_extensions
+    from .recursion import get_num_threads, set_num_threads
+    from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss
 
 __all__ = [
     "InvalidInputError",
@@ -26,11 +31,26 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+_HOME = {
+    "ctc_loss": ".reference",
+    "ctc_loss_grad": ".reference",
+    "ctc_loss_or_nan": ".reference",
+    "openvino_ctc_loss": ".reference",
+    "greedy_decode": ".decode",
+    "get_num_threads": ".recursion",
+    "set_num_threads": ".recursion",
+    "openvino_extensions": ".openvino.extensions",
+}
+
 
 def __getattr__(name: str) -> Any:
-    """``ctcop.openvino_extensions`` imports the OpenVINO wing when first asked for."""
-    if name == "openvino_extensions":
-        from .openvino.extensions import openvino_extensions
+    """A public name, imported from its module when first asked for."""
+    if name not in _HOME:
+        raise AttributeError(f"module 'ctcop' has no attribute {name!r}")
+    value = getattr(import_module(_HOME[name], __name__), name)
+    globals()[name] = value
+    return value
 
-        return openvino_extensions
-    raise AttributeError(f"module 'ctcop' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -56,8 +56,10 @@ class CanonicalBatch:
 def _as_array(value: Any, name: str) -> np.ndarray:
     try:
         array = np.asarray(value)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInputError(name, f"cannot be read as a rectangular array ({exc})") from None
+    except MemoryError as exc:  # a sequence claiming more elements than memory holds
+        raise InvalidInputError(name, f"cannot be read as an array: it does not fit in memory ({exc})") from None
     return array
 
 

@@ -30,6 +30,7 @@ from .examples import worked_examples
 from .options import atomic_output, checked_input_file
 from .reference import ctc_loss
 from .schema import form
+from .text import one_line, printable
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
@@ -84,11 +85,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _one_line(text: str) -> str:
-    return " ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+    return one_line(text, 4000)
 
 
 def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return printable(next((line.strip() for line in text.splitlines() if line.strip()), ""))
+
+
+def _show(*lines: str) -> None:
+    """Print each of ``lines`` as one line, names from users' files made printable (a newline or
+    an escape sequence in a name is escaped, :mod:`ctcop.text`)."""
+    print("\n".join(printable(line) for line in lines))
 
 
 # Strict argument types: ASCII digits within bounds, names without control characters.
@@ -273,7 +280,7 @@ def _export(args: argparse.Namespace) -> int:
         else:
             model = ov_wing.ir_model(form=ir_form, **common)
         ov_wing.save_ir(model, args.output)
-    print(f"wrote {args.output}")
+    _show(f"wrote {args.output}")
     return 0
 
 
@@ -354,7 +361,7 @@ def _conformance_write(args: argparse.Namespace, writer: str) -> int:
             count = int(getattr(writers, writer)(cases, folder))
     except OSError as error:
         raise InvalidInputError(writer, f"cannot write {folder!r}: {error.strerror or error}") from None
-    print(f"wrote {count} cases to {folder}")
+    _show(f"wrote {count} cases to {folder}")
     return 0
 
 
@@ -376,7 +383,7 @@ def _print_report(runtimes: list[Any], results: list[Any], cases: dict[str, Any]
     sizes = {case_id: classes.facts(case).elements for case_id, case in cases.items()}
     lines += known.format_groups(known.group(results, sizes))
     lines += classes.format_classes(classes.group(results, cases))
-    print("\n".join(lines))
+    _show(*lines)
 
 
 def _write_reports(args: argparse.Namespace, runtimes: list[Any], results: list[Any], json_text: str) -> None:
@@ -487,7 +494,7 @@ def _merge(args: argparse.Namespace) -> int:
     shards = ", ".join(merged["selection"]["merged"])
     head = f"CTCLoss-4 conformance, merged: {merged['selection']['cases']} cases, shards {shards}"
     _print_report(merged["runtimes"], merged["results"], cases, head, 5 if args.details is None else args.details)
-    print(f"wrote {args.output}")
+    _show(f"wrote {args.output}")
     return report.exit_code(merged["results"])
 
 
@@ -506,7 +513,7 @@ def _versions() -> dict[str, str]:
 def _selected_layers(opened: Any, names: list[str] | None) -> list[Any]:
     if not names:
         return list(opened.layers)
-    known = {layer.name: layer for layer in opened.layers}
+    known = {printable(layer.name): layer for layer in opened.layers}  # as validate shows them
     for name in names:
         if name not in known:
             raise InvalidInputError("layer", f"no CTCLoss layer named {name!r}; have {', '.join(known)}")
@@ -603,7 +610,7 @@ def _eval(args: argparse.Namespace) -> int:
         raise interrupted from None
     if args.json:  # before the table: a stdout that blocks or fails cannot cost the report
         write_atomically(args.json, document(results, None))
-    print(report.format_table(results))
+    _show(*report.format_table(results))
     return 0 if all(result.verdict == "agree" for result in results) else 1
 
 
@@ -615,16 +622,16 @@ def _validate(args: argparse.Namespace) -> int:
     errors = 0
     for layer in opened.layers:
         flags = ",".join(f"{k}={v}" for k, v in layer.attributes.items())
-        print(f"layer {layer.name} [{layer.form}] {flags}")
+        _show(f"layer {layer.name} [{layer.form}] {flags}")
         for port in layer.ports:
             shape = (
                 "?" if port.shape is None else "[" + ",".join("?" if d is None else str(d) for d in port.shape) + "]"
             )
             constant = f" = {port.constant.tolist()}" if port.constant is not None and port.constant.size <= 8 else ""
-            print(f"  {port.name:<16}{port.dtype:<9}{shape:<14}from {port.producer}{constant}")
+            _show(f"  {port.name:<16}{port.dtype:<9}{shape:<14}from {port.producer}{constant}")
         for finding in validate.validate_layer(layer):
             errors += finding.level == "error"
-            print(f"  {finding.line()}")
+            _show(f"  {finding.line()}")
     print(f"{len(opened.layers)} layer(s), {errors} error(s)")
     if opened.nested_layers:
         print(f"note: {opened.nested_layers} more inside If/Loop/TensorIterator bodies, which ctcop does not evaluate")

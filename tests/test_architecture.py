@@ -49,7 +49,7 @@ GRAPH = {
 
 
 def is_core(name: str) -> bool:
-    return name.split(".")[1] not in (*WINGS, "cli", "__main__") if "." in name else True
+    return name.split(".")[1] not in (*WINGS, "cli", "console", "__main__") if "." in name else True
 
 
 def test_the_import_graph_has_no_cycle() -> None:

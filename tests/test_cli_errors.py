@@ -1,4 +1,4 @@
-"""Hostile command lines (issue 10, finding 3), run as a user runs them: every refusal is exactly
+"""Hostile command lines, run as a user runs them: every refusal is exactly
 one line on stderr, no traceback, exit code 2, and it comes before any work is done."""
 
 import os
@@ -293,3 +293,37 @@ def test_a_file_declaring_a_future_opset_is_refused_before_any_reader(tmp_path, 
     extra = ["--runtime", "openvino"] if command == "eval" else []
     result = ctcop_cli(command, str(tmp_path / "future.onnx"), *extra)
     assert_refused(result, "default-domain opset 1000000000000000 is newer than onnx")
+
+
+SIGNAL_WHILE_STARTING = """
+import os, signal, sys
+import ctcop.console
+
+class SignalDuringImport:  # sends the signal from inside the import of the command line module
+    def find_spec(self, name, path=None, target=None):
+        if name == "ctcop.cli":
+            os.kill(os.getpid(), signal.{name})
+        return None
+
+sys.meta_path.insert(0, SignalDuringImport())
+sys.exit(ctcop.console.main())
+"""
+
+
+@pytest.mark.parametrize("name, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_the_command_line_is_imported_is_one_line(name: str, code: int) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", SIGNAL_WHILE_STARTING.replace("{name}", name), "defects"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == code, result.stderr
+    assert result.stderr == f"ctcop: interrupted by {name} while starting; nothing was done\n"
+    assert result.stdout == ""
+
+
+def test_import_ctcop_console_loads_no_numpy() -> None:
+    code = "import sys, ctcop.console; print('numpy' in sys.modules, 'ctcop.cli' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.stdout.split() == ["False", "False"], result.stderr

@@ -356,3 +356,20 @@ def test_version_and_help() -> None:
     assert ctcop_cli("--version").stdout.strip() == f"ctcop {ctcop.__version__}"
     for command in ("eval", "validate", "export", "conformance", "example"):
         assert ctcop_cli(command, "--help").returncode == 0
+
+
+@pytest.mark.parametrize("labels_dtype", ["uint64", "uint8", "int32"])
+def test_random_labels_fit_their_type_and_are_feasible(tmp_path, labels_dtype: str) -> None:
+    # An unsigned labels input cannot hold the pad -1: random rows are whole targets (distinct
+    # neighbours), never 2^64-1 read as a pad or as a class.
+    path = tmp_path / "loss.onnx"
+    save_onnx(ctcop.onnx.onnx_model(labels_dtype=labels_dtype, dims=(8, 3, 4)), str(path))
+    out = tmp_path / "eval.json"
+    result = ctcop_cli("eval", str(path), "--seed", "5", "--runtime", "onnxruntime", "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    (layer,) = json.loads(out.read_text())["layers"]
+    assert layer["verdict"] == "agree" and len(layer["reference"]) == 3
+    losses = np.array(layer["reference"], dtype=np.float64)  # inf arrives as the string "inf"
+    assert not np.isnan(losses).any() and (losses > 0).all(), losses
+    if labels_dtype == "int32":
+        assert np.isfinite(losses).all(), losses  # padded targets of at most T/4 labels

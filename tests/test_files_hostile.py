@@ -639,3 +639,19 @@ def test_a_name_that_is_not_utf8_is_refused(tmp_path, capsys, command: str) -> N
     path.write_bytes(data.replace(b"labels", b"L\xed\xa0\x80LL"))
     result = run(capsys, command, path, *(["--seed", "1"] if command == "eval" else []))
     assert_refused(result, "model: a name is not UTF-8 text: b'L\\xed\\xa0\\x80LL'")
+
+
+def test_names_with_control_characters_are_printed_escaped(tmp_path: Path, capsys) -> None:
+    # A node name with a bell, a colour escape and a newline: shown escaped, on one line, by
+    # validate and eval, and --layer takes the name as shown.
+    model = onnx_model(dims=(T, N, C))
+    model.graph.node[0].name = "ctc\x07\x1b[31m\nloss"
+    path = tmp_path / "names.onnx"
+    save_onnx(model, str(path))
+    shown = "ctc\\x07\\x1b[31m\\nloss"
+    assert cli.main(["validate", str(path)]) == 0
+    listing = capsys.readouterr().out
+    assert listing.splitlines()[0].startswith(f"layer {shown} [ctcop-onnx]"), listing
+    assert cli.main(["eval", str(path), "--seed", "3", "--runtime", "onnxruntime", "--layer", shown]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].startswith(f"{shown}  [ctcop-onnx]") and "\x1b" not in table and "\x07" not in table

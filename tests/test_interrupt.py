@@ -1,4 +1,4 @@
-"""SIGINT and SIGTERM during ``ctcop conformance`` and ``ctcop eval`` (issue 10, finding 4), as a
+"""SIGINT and SIGTERM during ``ctcop conformance`` and ``ctcop eval``, as a
 user sends them: a valid partial JSON report marked incomplete, one line on stderr, exit 130 / 143,
 and no worker process left behind."""
 

@@ -197,3 +197,22 @@ def test_inputs_beyond_memory_are_refused_before_allocating(call, name: str) -> 
     with pytest.raises(ctcop.InvalidInputError, match=pattern) as info:
         call()
     assert "this machine's" in str(info.value)
+
+
+class ClaimsToBeHuge:
+    """A sequence whose length says 10^18 elements: numpy cannot even start to read it."""
+
+    def __len__(self) -> int:
+        return 10**18
+
+    def __getitem__(self, index: int) -> float:
+        return 0.0
+
+
+@pytest.mark.parametrize("position", [0, 1, 2])
+def test_a_sequence_claiming_more_than_memory_is_refused(position: int) -> None:
+    args: list[object] = [np.zeros((4, 2, 3), np.float32), MASK, LABELS]
+    args[position] = ClaimsToBeHuge()
+    name = ("inputs", "sequence_mask", "labels")[position]
+    with pytest.raises(ctcop.InvalidInputError, match=rf"^{name}: cannot be read as an array: it does not fit"):
+        ctcop.ctc_loss(*args)

@@ -86,8 +86,8 @@ def gradient_bound(frames: int, classes: int, states: int) -> float:
 
 
 def test_loss_memory_at_20000_frames_and_10001_states() -> None:
-    # The case of issue 10: a 400 KB input. Before the chunked forward pass it peaked at 3.1 GB
-    # (a [T, N, S] emission table and a [T, N, S] forward history); now one frame of S states.
+    # A 400 KB input: a [T, N, S] emission table and a [T, N, S] forward history would take
+    # 3.1 GB; the chunked forward pass keeps one frame of S states.
     measured = peak("ctc_loss", 20000, 1, 5000, 5)
     assert measured["peak"] < 8 * MB, measured
 

@@ -4,7 +4,7 @@ For every input of the declared ranks and element types the function returns wha
 ``ctcop.ctc_loss_or_nan`` returns: NaN exactly where it has NaN (a faulty sample, every sample
 for a shape fault or C = 0), +inf where it has +inf, +0.0 and never -0.0, finite values within
 the conformance tolerance; and one sample's inputs never change another sample's result, bit
-for bit. Each finding of project issue 10 has a direct test; a fuzz test and a cross-sample test
+for bit. Each known hostile input has a direct test; a fuzz test and a cross-sample test
 cover the rest. onnxruntime runs in-process: a crash fails the run, which is what we want to know.
 """
 

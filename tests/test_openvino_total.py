@@ -448,7 +448,7 @@ def form_answers(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("finding", sorted(FINDINGS))
 def test_findings_give_nan_where_ctc_loss_or_nan_does(form_answers: tuple[str, dict[str, Any]], finding: str) -> None:
-    # huge_label: issue 10 finding 1, SIGSEGV in the lowered IR and the ONNX export; million_label:
+    # huge_label: once a SIGSEGV in the lowered IR and the ONNX export; million_label:
     # a loss of -2.4e13; labels: blank, -2, >= C, int32/int64/uint64 extremes; mask: 2, -1, gaps;
     # shapes: mask or labels not [T, N] / [N, T] (dims are dynamic); degenerate: C = 0, C = 1,
     # T = 0, N = 0; nonfinite: NaN and +-inf in active and inactive frames.

@@ -1,4 +1,4 @@
-"""The conformance runner (issue 11) as a user runs it: runtimes from ``--runtime-module``, two
+"""The conformance runner as a user runs it: runtimes from ``--runtime-module``, two
 evaluations per case in crash-isolated workers, timeouts, expected failures, JUnit XML, shards and
 their merge; and the pieces it is made of (combining two runs, the rejection rule, the gradient
 rule, the expected-failures format, the shard split, the failure classes)."""

@@ -162,6 +162,22 @@ def test_a_runtime_module_that_kills_its_importer_is_refused(tmp_path, kind: str
         registry.probe(f"{path}:RUNTIMES", timeout_s=3)
 
 
+@pytest.mark.parametrize("kind", ["segfault", "exit", "sys-exit"])
+def test_an_entry_point_that_kills_its_importer_is_listed_broken(tmp_path, monkeypatch, kind: str) -> None:
+    source, said = KILLERS[kind]
+    module = f"ctcop_killer_{kind.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(source + "RUNTIMES = []\n")
+    info = tmp_path / "ctcop_killer_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctcop-killer-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[ctcop.runtimes]\nkiller = {module}:RUNTIMES\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entries = {entry.name: entry for entry in registry.discover(probe_timeout_s=60)}
+    assert module not in sys.modules  # never imported here: it would have taken this process along
+    assert entries["killer"].available is not None and said in entries["killer"].available
+    assert entries["reference"].available is None
+
+
 def test_a_runtime_module_that_loads_passes_the_probe() -> None:
     registry.probe(f"{BAD_FILE}:BAD", timeout_s=HANG_S)
     with pytest.raises(registry.RegistryError, match="has no attribute"):
@@ -361,17 +377,24 @@ class Mute:
         raise Unreadable()
 
 
-RUNTIMES = [Surrogate(), Mute()]
+class Chatty:
+    name, description = "chatty", "raises an exception of several lines"
+
+    def run(self, case):
+        raise ValueError("compiling the model failed\\n  at node 7\\n\\nbecause the kernel is missing")
+
+
+RUNTIMES = [Surrogate(), Mute(), Chatty()]
 """
 
 
 @pytest.mark.slow
-def test_unprintable_runtime_text_is_escaped_and_an_unreadable_message_is_an_error(tmp_path: Path) -> None:
+def test_runtime_text_is_one_printable_line_and_an_unreadable_message_is_an_error(tmp_path: Path) -> None:
     module = tmp_path / "unprintable.py"
     module.write_text(UNPRINTABLE)
     out = tmp_path / "report.json"
     result = ctcop(
-        "conformance", "--runtime-module", f"{module}:RUNTIMES", "--runtimes", "surrogate,mute",
+        "conformance", "--runtime-module", f"{module}:RUNTIMES", "--runtimes", "surrogate,mute,chatty",
         "--select", "spec/hand_worked/float32", "--json", str(out), "--junit", str(tmp_path / "junit.xml"),
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr  # two errors, no internal error
@@ -381,3 +404,4 @@ def test_unprintable_runtime_text_is_escaped_and_an_unreadable_message_is_an_err
         "error", "ValueError: m \\ud800 and a bell \\x07"
     )  # fmt: skip
     assert (rows["mute"]["status"], rows["mute"]["message"]) == ("error", "Unreadable: (no readable message)")
+    assert rows["chatty"]["message"] == "ValueError: compiling the model failed ... because the kernel is missing"

@@ -55,16 +55,3 @@ def outcome(value: Outcome | np.ndarray) -> Outcome:
     if isinstance(value, Outcome):
         return value
     return Outcome(np.asarray(value))
-
-
-def plain_text(value: object, limit: int = 300) -> str:
-    """What a runtime says (a message, a description, a reason) as one printable line of at most
-    ``limit`` characters: runs of white space become one space, and lone surrogates and control
-    characters are escaped, so no report or terminal chokes on them; a value whose ``str`` raises
-    reads "(no readable message)"."""
-    try:
-        text = " ".join(str(value).split())
-    except Exception:
-        return "(no readable message)"
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)[:limit]

@@ -4,9 +4,11 @@
 1. the built-in adapters, :data:`ctcop.conformance.runtimes.RUNTIMES`;
 2. the framework peers, ``ctcop.conformance.peers.PEERS`` (when that package is there);
 3. the entry-point group ``ctcop.runtimes`` of every installed distribution;
-4. each ``--runtime-module pkg.mod:attr`` (or ``path/to/file.py:attr``), loaded first in a probe
-   process (:func:`probe`) so that a module that kills or hangs its importer is refused, in one
-   line, instead of taking ctcop with it.
+4. each ``--runtime-module pkg.mod:attr`` (or ``path/to/file.py:attr``).
+
+Entry points and modules are third-party code: each is loaded first in a probe process
+(:func:`probe`), so that one that kills or hangs its importer is refused (a module) or listed as
+broken (an entry point), in one line, instead of taking ctcop with it.
 
 An entry point or ``attr`` is a runtime object, a list, tuple or dict of them, or a zero-argument
 callable returning one of those. A runtime has ``name``, ``description`` and ``run(case)``, and
@@ -34,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .protocol import plain_text
+from ..text import one_line
 
 GROUP = "ctcop.runtimes"
 PROBE_TIMEOUT_S = 120.0  # how long loading a runtime module may take in the probe (:func:`probe`)
@@ -110,14 +112,9 @@ def availability(runtime: Any) -> str | None:
         return None
     try:
         reason = check()
-        return None if reason is None else plain_text(reason)
+        return None if reason is None else one_line(reason)
     except (Exception, SystemExit) as error:  # a broken availability check is a reason, not a crash
-        return f"available() raised {type(error).__name__}: {_line(error)}"
-
-
-def _line(error: BaseException) -> str:
-    """``error``'s message in one printable line (:func:`plain_text`)."""
-    return plain_text(error)
+        return f"available() raised {type(error).__name__}: {one_line(error)}"
 
 
 def _import_file(path: str) -> Any:
@@ -162,9 +159,9 @@ def load_module(spec: str) -> list[Any]:
         raise RegistryError(f"{spec}: {type(error).__name__}: {error}") from None
 
 
-def _probe_child(spec: str, send: int) -> None:
-    """The probe's forked process: load ``spec`` and list its runtimes, answer on ``send`` ("ok",
-    or the one-line refusal); never returns (``os._exit``)."""
+def _probe_child(load: Callable[[], list[Any]], origin: str, send: int) -> None:
+    """The probe's forked process: ``load()`` and list its runtimes, answer on ``send`` ("ok", or
+    the one-line refusal); never returns (``os._exit``)."""
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's to handle: it kills this one
@@ -175,11 +172,13 @@ def _probe_child(spec: str, send: int) -> None:
         for fd in (0, 1, 2):
             os.dup2(quiet, fd)
         try:
-            for runtime in load_module(spec):
-                _entry(runtime, f"module {spec}")
+            for runtime in load():
+                _entry(runtime, origin)
             answer = "ok"
         except RegistryError as error:
-            answer = " ".join(str(error).split())[:2000] or "refused"
+            answer = one_line(error, 2000) or "refused"
+        except (Exception, SystemExit) as error:  # an entry point's own failure
+            answer = f"{type(error).__name__}: {one_line(error, 2000)}"
         os.write(send, answer.encode("utf-8", "replace"))
         code = 0
     except BaseException:  # it answers through its pipe or not at all
@@ -199,17 +198,23 @@ def _died(status: int) -> str:
 
 
 def probe(spec: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
-    """Load the runtime module ``spec`` in a forked process first, listing its runtimes (their
-    ``description`` and ``available()`` read there too), so that a module that kills the process
-    that imports it (a fault, ``os._exit``) or never finishes loading costs that process, not
-    this one: :class:`RegistryError` (one line) when it did, or when it answered a refusal."""
+    """Load the runtime module ``spec`` in a forked process first (:func:`probe_loading`)."""
+    probe_loading(spec, lambda: load_module(spec), f"module {spec}", timeout_s)
+
+
+def probe_loading(what: str, load: Callable[[], list[Any]], origin: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Run ``load`` (third-party code: a module or an entry point) in a forked process first,
+    listing its runtimes (their ``description`` and ``available()`` read there too), so that code
+    that kills the process that imports it (a fault, ``os._exit``) or never finishes loading
+    costs that process, not this one: :class:`RegistryError` (one line) when it did, or when it
+    answered a refusal."""
     receive, send = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
         os.close(receive)
-        _probe_child(spec, send)
+        _probe_child(load, origin, send)
     os.close(send)
     with contextlib.suppress(OSError):
         os.setpgid(pid, pid)
@@ -230,12 +235,12 @@ def probe(spec: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
         os.close(receive)
     text = answer.decode("utf-8", "replace")
     if not ended:
-        raise RegistryError(f"{spec}: loading it did not finish within {timeout_s:g} s")
+        raise RegistryError(f"{what}: loading it did not finish within {timeout_s:g} s")
     if text == "ok":
         return
     if text:
         raise RegistryError(text)
-    raise RegistryError(f"{spec}: the process loading it {_died(status)}")
+    raise RegistryError(f"{what}: the process loading it {_died(status)}")
 
 
 def builtin() -> list[Any]:
@@ -253,15 +258,23 @@ def peers() -> list[Any]:
     return expand(PEERS, "ctcop.conformance.peers")
 
 
-def plugins() -> list[tuple[str, list[Any] | str]]:
-    """Each entry point of the group: its runtimes, or why it could not be loaded."""
+def plugins(probe_timeout_s: float = PROBE_TIMEOUT_S) -> list[tuple[str, list[Any] | str]]:
+    """Each entry point of the group: its runtimes, or why it could not be loaded (loaded in a
+    probe process first, :func:`probe_loading`)."""
     found: list[tuple[str, list[Any] | str]] = []
     for point in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda p: p.name):
         origin = f"entry point {point.name} ({point.value})"
+
+        def load(point: importlib.metadata.EntryPoint = point, origin: str = origin) -> list[Any]:
+            return expand(point.load(), origin)
+
         try:
-            found.append((origin, expand(point.load(), origin)))
-        except (Exception, SystemExit) as error:  # a broken plugin is listed, not fatal
-            found.append((origin, f"{type(error).__name__}: {error}"))
+            probe_loading(origin, load, origin, probe_timeout_s)
+            found.append((origin, load()))
+        except RegistryError as error:  # a broken plugin is listed, not fatal
+            found.append((origin, one_line(error, 2000)))
+        except (Exception, SystemExit) as error:
+            found.append((origin, f"{type(error).__name__}: {one_line(error, 2000)}"))
     return found
 
 
@@ -271,9 +284,9 @@ def _entry(runtime: Any, origin: str) -> Entry:
     if not NAME.fullmatch(name):
         raise RegistryError(f"{origin}: runtime name {name!r} is not [a-z0-9][a-z0-9._-]*")
     try:
-        description = plain_text(getattr(runtime, "description", ""), 1000)
+        description = one_line(getattr(runtime, "description", ""), 1000)
     except (Exception, SystemExit) as error:
-        reason = f"its description raised {type(error).__name__}: {_line(error)}"
+        reason = f"its description raised {type(error).__name__}: {one_line(error)}"
         return Entry(name, "(no description)", reason, origin, runtime)
     return Entry(name, description, availability(runtime), origin, runtime)
 
@@ -293,7 +306,7 @@ def discover(
         probe(spec, probe_timeout_s)
     groups: list[tuple[str, Iterable[Any] | str]] = [("built-in", builtin()), ("peer", peers())]
     if with_plugins:
-        groups += plugins()
+        groups += plugins(probe_timeout_s)
     groups += [(f"module {spec}", load_module(spec)) for spec in modules]
     entries: list[Entry] = []
     for origin, runtimes in groups:

@@ -42,8 +42,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import canonical
+from ..text import one_line
 from ..tolerance import compare, max_errors
-from .protocol import Outcome, Unsupported, plain_text
+from .protocol import Outcome, Unsupported
 
 if TYPE_CHECKING:
     from .corpus import CorpusCase
@@ -171,13 +172,14 @@ def bits(array: np.ndarray | None) -> str:
 
 
 def _raised(error: BaseException) -> str:
-    """The exception's type and the last line of its message, printable (:func:`plain_text`)."""
+    """The exception's type and its message in one printable line (:func:`ctcop.text.one_line`): a message
+    of several lines keeps its first (what failed) and its last (often why), the middle elided."""
     try:
         message = str(error)
     except Exception:
         message = "(no readable message)"
     lines = [line for line in message.strip().splitlines() if line.strip()] or [""]
-    text = plain_text(lines[-1])
+    text = one_line(lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}")
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 

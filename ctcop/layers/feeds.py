@@ -2,7 +2,9 @@
 
 Random inputs need static shapes. An input that feeds a CTCLoss port directly gets values valid
 for that port (spec 3 and 7): lengths within the frames, labels among the non-blank classes (a
-target of at most a quarter of the frames, so it is feasible), a prefix mask; every other float
+target of at most a quarter of the frames, so it is feasible; unsigned labels, which cannot hold
+the pad, a whole row of distinct neighbours, feasible where the mask covers every frame), a
+prefix mask; every other float
 input is normal noise, every other integer input zeros.
 """
 
@@ -56,7 +58,21 @@ def _frames_and_classes(layer: Layer) -> tuple[int, int]:
     return frames or 1, classes or 2
 
 
-def _for_port(rng: np.random.Generator, layer: Layer, port: str, shape: tuple[int, ...]) -> np.ndarray:
+def _time_major_labels(
+    rng: np.random.Generator, others: np.ndarray, shape: tuple[int, ...], longest: int, dtype: np.dtype
+) -> np.ndarray:
+    """Padded targets of 1..``longest`` labels; an unsigned type holds no pad -1 (spec 3), so
+    there every row is a whole target, its neighbours distinct (feasible over a full mask)."""
+    if dtype.kind == "u":
+        steps = rng.integers(1, max(2, others.size), size=shape) if others.size > 1 else np.zeros(shape, dtype=int)
+        positions: np.ndarray = np.cumsum(steps, axis=1) % others.size
+        return others[positions]
+    labels = others[rng.integers(0, others.size, size=shape)]
+    lengths = rng.integers(1, longest + 1, size=(shape[0], 1))
+    return np.where(np.arange(shape[1])[None, :] < lengths, labels, -1)
+
+
+def _for_port(rng: np.random.Generator, layer: Layer, port: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     frames, classes = _frames_and_classes(layer)
     blank_port = layer.port("blank_index")
     blank = int(blank_port.constant) if blank_port is not None and blank_port.constant is not None else classes - 1
@@ -71,11 +87,9 @@ def _for_port(rng: np.random.Generator, layer: Layer, port: str, shape: tuple[in
         return (np.arange(shape[0])[:, None] < rng.integers(max(1, frames // 2), frames + 1, size=shape[1])).astype(int)
     if port == "labels":
         others = np.array([c for c in range(classes) if c != blank] or [0])
-        labels = others[rng.integers(0, others.size, size=shape)]
         if layer.spec_form == "time_major":
-            lengths = rng.integers(1, longest + 1, size=(shape[0], 1))
-            labels = np.where(np.arange(shape[1])[None, :] < lengths, labels, -1)
-        return labels
+            return _time_major_labels(rng, others, shape, longest, dtype)
+        return others[rng.integers(0, others.size, size=shape)]
     return rng.normal(size=shape) * 2.0
 
 
@@ -107,7 +121,7 @@ def random_feeds(inputs: list[ModelInput], layers: list[Layer], seed: int) -> di
             if len(shape) == spec.rank and dtype.name in spec.types
         ]
         if fitting:
-            values = _for_port(rng, *fitting[0], shape)
+            values = _for_port(rng, *fitting[0], shape, dtype)
         else:
             values = rng.normal(size=shape) if dtype.kind == "f" else np.zeros(shape)
         feeds[model_input.name] = values.astype(dtype)

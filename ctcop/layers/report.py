@@ -31,8 +31,8 @@ def _precision(result: LayerResult) -> str | None:
     return f"  precision {result.precision}, compiled {result.compiled_precision or '-'}"
 
 
-def format_table(results: list[LayerResult]) -> str:
-    """One block per layer, then the cause of each failure in one line."""
+def format_table(results: list[LayerResult]) -> list[str]:
+    """The table's lines: one block per layer, then the cause of each failure in one line."""
     lines = []
     for result in results:
         flags = ",".join(f"{name}={int(value)}" for name, value in result.attributes.items())
@@ -48,7 +48,7 @@ def format_table(results: list[LayerResult]) -> str:
         )
         if result.verdict != "agree" and result.cause:
             lines.append(f"  cause: {result.cause}")
-    return "\n".join(lines)
+    return lines
 
 
 def _jsonable(value: Any) -> Any:
