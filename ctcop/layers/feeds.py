@@ -65,8 +65,7 @@ def _time_major_labels(
     there every row is a whole target, its neighbours distinct (feasible over a full mask)."""
     if dtype.kind == "u":
         steps = rng.integers(1, max(2, others.size), size=shape) if others.size > 1 else np.zeros(shape, dtype=int)
-        positions: np.ndarray = np.cumsum(steps, axis=1) % others.size
-        return others[positions]
+        return np.take(others, np.cumsum(steps, axis=1) % others.size)
     labels = others[rng.integers(0, others.size, size=shape)]
     lengths = rng.integers(1, longest + 1, size=(shape[0], 1))
     return np.where(np.arange(shape[1])[None, :] < lengths, labels, -1)
