@@ -17,7 +17,8 @@ from models import onnx_acoustic_model
 
 import ctcop
 from ctcop.defects import defect
-from ctcop.layers.evaluate import LayerResult, precision_cause
+from ctcop.layers.causes import precision_cause
+from ctcop.layers.result import LayerResult
 from ctcop.onnx import attach_onnx, save_onnx
 from ctcop.openvino import declared_precision_config
 

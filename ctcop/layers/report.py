@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from .evaluate import LayerResult
+from .result import LayerResult
 
 SHOWN_SAMPLES = 4
 
