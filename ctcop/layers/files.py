@@ -1,6 +1,6 @@
 """Untrusted model and input files: every refusal is one :class:`InvalidInputError` (spec 13).
 
-Limits (documented in the README): a model file of at most ``MAX_FILE_BYTES``; XML with a DOCTYPE
+Limits (documented in docs/errors.md): a model file of at most ``MAX_FILE_BYTES``; XML with a DOCTYPE
 or an entity declaration is refused, in whatever encoding it declares, before anything is expanded,
 and OpenVINO reads the XML as ctcop parsed it, CTCLoss layers told apart by IR layer id; constants
 must be type ``Const`` and lie inside the ``.bin``; ONNX files as :mod:`ctcop.onnx.files` checks
@@ -23,7 +23,7 @@ from xml.parsers import expat
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..options import MAX_FILE_BYTES, MAX_TENSOR_BYTES, checked_input_file
+from ..files import MAX_FILE_BYTES, MAX_TENSOR_BYTES, checked_input_file
 
 __all__ = [
     "IR_LAYER_ID",

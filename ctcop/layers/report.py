@@ -1,4 +1,4 @@
-"""The readable table and the JSON document of ``ctcop eval`` (schema in the README; spec 13)."""
+"""The readable table and the JSON document of ``ctcop eval`` (schema in docs/eval.md; spec 13)."""
 
 from __future__ import annotations
 
