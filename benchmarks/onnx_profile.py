@@ -10,12 +10,11 @@ Peers: PyTorch ``log_softmax`` + ``F.ctc_loss`` (float32 forward, no grad), opta
 (inputs already laid out). Each is warmed up and timed in a block of calls; the blocks take
 turns over several passes, and the table shows the range of the passes' medians.
 
-Memory (``--memory``): a fresh child process per (shape, options) builds its inputs and the
-session and runs one warm-up call, then resets the kernel's RSS high-water mark (writing 5 to
-/proc/self/clear_refs) and reads VmRSS; after three more calls it reads VmHWM. The peak
-(VmHWM - VmRSS before) over the logits' bytes is what a call needs in steady state, beyond the
-inputs and what the session already holds. The child also reports the first call's peak over
-the RSS before it (arena growth included).
+Memory (``--memory``, :mod:`ctcop.memory_probe`): a fresh worker process per (shape, options)
+builds its inputs and the session, then measures the first call's peak RSS above the RSS before it
+(arena growth included) and, reset, the peak of three more calls above the RSS before them: what a
+call needs in steady state, beyond the inputs and what the session already holds; both over the
+logits' bytes.
 
 Run: python benchmarks/onnx_profile.py [--passes 7] [--repeat 7] [--peers torch,optax,tf,openvino]
      [--also old_{C}.onnx] [--memory] [--profile DIR]
@@ -27,8 +26,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -175,45 +172,25 @@ def timings(runners: dict[str, Callable[[], Any]], repeat: int, passes: int, war
     return medians
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(field)
+def memory_child(request: dict[str, Any]) -> dict[str, float]:
+    """In a fresh worker: peak RSS of the first call and of later calls over the logits' bytes."""
+    from ctcop import memory_probe
 
-
-def _reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
-
-
-def memory_child(length: int, classes: int, threads: int, arena: bool) -> dict[str, float]:
-    """In this (fresh) process: peak RSS of the first call and of later calls over the logits' bytes."""
-    inputs, mask, labels = case(FRAMES, BATCH, length, classes)
-    run = ort_runner(inputs, mask, labels, threads, arena=arena)
-    _reset_peak()
-    before = _status("VmRSS")
-    run()
-    first = _status("VmHWM") - before
-    _reset_peak()
-    before = _status("VmRSS")
-    for _ in range(3):
-        run()
-    later = _status("VmHWM") - before
+    inputs, mask, labels = case(FRAMES, BATCH, request["length"], request["classes"])
+    run = ort_runner(inputs, mask, labels, request["threads"], arena=request["arena"])
+    first = memory_probe.peak(run)
+    later = memory_probe.peak(run, 3)
     return {"first": first / inputs.nbytes, "later": later / inputs.nbytes, "logits_mb": inputs.nbytes / 2**20}
 
 
 def memory(threads: int) -> None:
+    from ctcop import memory_probe
+
     print("peak RSS over the logits' bytes (fresh process each; first call / later calls)")
     for length, classes in SHAPES:
         for arena in (True, False):
-            code = (
-                "import json, sys; sys.path.insert(0, 'benchmarks'); import onnx_profile as p; "
-                f"print(json.dumps(p.memory_child({length}, {classes}, {threads}, {arena})))"
-            )
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-            result = json.loads(out.strip().splitlines()[-1])
+            request = {"length": length, "classes": classes, "threads": threads, "arena": arena}
+            result = memory_probe.measure("onnx_profile:memory_child", request)
             print(
                 f"  C={classes:>5} arena={'on ' if arena else 'off'}: first {result['first']:.2f}x, "
                 f"later {result['later']:.2f}x (logits {result['logits_mb']:.1f} MiB)"

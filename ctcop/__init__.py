@@ -14,9 +14,9 @@ from .errors import InvalidInputError
 
 if TYPE_CHECKING:
     from .decode import greedy_decode
-    from .openvino.extensions import openvino_extensions
     from .recursion import get_num_threads, set_num_threads
-    from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss
+    from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_grad
+    from .torch.openvino_frontend import openvino_extensions
 
 __all__ = [
     "InvalidInputError",
@@ -26,6 +26,7 @@ __all__ = [
     "get_num_threads",
     "greedy_decode",
     "openvino_ctc_loss",
+    "openvino_ctc_loss_grad",
     "openvino_extensions",
     "set_num_threads",
 ]
@@ -36,10 +37,11 @@ _HOME = {
     "ctc_loss_grad": ".reference",
     "ctc_loss_or_nan": ".reference",
     "openvino_ctc_loss": ".reference",
+    "openvino_ctc_loss_grad": ".reference",
     "greedy_decode": ".decode",
     "get_num_threads": ".recursion",
     "set_num_threads": ".recursion",
-    "openvino_extensions": ".openvino.extensions",
+    "openvino_extensions": ".torch.openvino_frontend",
 }
 
 

@@ -24,6 +24,18 @@ def flag(value: Any, name: str) -> bool:
     raise InvalidInputError(name, f"attribute must be a boolean, got {value!r}")
 
 
+def written_flag(value: Any, name: str) -> bool:
+    """The boolean attribute ``name`` as a model file writes it (spec 13): the words "true" and
+    "false" in any case and the digits "1" and "0" (an IR's text, as OpenVINO's reader takes it;
+    no white space, which OpenVINO reads as false), the integers 0 and 1 (an ONNX node's), or a
+    bool; anything else is invalid, by :func:`flag`."""
+    if isinstance(value, str):
+        value = {"true": True, "false": False, "1": True, "0": False}.get(value.lower(), value)
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value in (0, 1):
+        value = bool(value)
+    return flag(value, name)
+
+
 @dataclass(frozen=True)
 class Attributes(Mapping[str, bool]):
     """The attributes of one form of the op, every name present (defaults filled in); hashable,

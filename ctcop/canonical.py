@@ -3,7 +3,10 @@
 Both forms of the op (the spec's time-major form and the released OpenVINO form) are checked here
 and reduced to one :class:`CanonicalBatch` (logits source, frame counts, compacted targets, blank,
 merge flag). Everything else in ctcop computes from a ``CanonicalBatch`` and never re-applies a
-rule of the spec. Section numbers refer to ``spec/ctcloss4.md``.
+rule of the spec. The rules are also read one at a time, where a model file states an input
+without its values or with unknown dimensions (the ``*_problems`` functions, for ``ctcop
+validate``), and per sample (:func:`time_major_faults`, :func:`openvino_faults`, spec 11.5).
+Section numbers refer to ``spec/ctcloss4.md``.
 """
 
 from __future__ import annotations
@@ -56,10 +59,10 @@ class CanonicalBatch:
 def _as_array(value: Any, name: str) -> np.ndarray:
     try:
         array = np.asarray(value)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise InvalidInputError(name, f"cannot be read as a rectangular array ({exc})") from None
     except MemoryError as exc:  # a sequence claiming more elements than memory holds
         raise InvalidInputError(name, f"cannot be read as an array: it does not fit in memory ({exc})") from None
+    except Exception as exc:  # ragged sequences, and whatever a caller's __array__ raises
+        raise InvalidInputError(name, f"cannot be read as a rectangular array ({type(exc).__name__}: {exc})") from None
     return array
 
 
@@ -68,13 +71,44 @@ def _as_array(value: Any, name: str) -> np.ndarray:
 WORKING_BYTES = 8
 
 
-def memory_budget() -> int | None:
-    """The bytes of working memory the inputs of one call may need: this machine's physical
-    memory (None where the system does not say)."""
+def _physical_memory() -> int | None:
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (AttributeError, ValueError, OSError):
         return None
+
+
+def _address_space_left() -> int | None:
+    """What ``RLIMIT_AS`` (``ulimit -v``) leaves this process beyond its current size."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        return max(0, limit - size)
+    except (ImportError, OSError, ValueError, IndexError):
+        return None
+
+
+def _cgroup_limit() -> int | None:
+    """The memory limit of this process's control group (cgroup v2 ``memory.max``), if any."""
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as limit:
+            text = limit.read().strip()
+        return None if text == "max" else int(text)
+    except (OSError, ValueError):
+        return None
+
+
+def memory_budget() -> int | None:
+    """The bytes of working memory the inputs of one call may need: the least of this machine's
+    physical memory, the container's limit and what ``ulimit -v`` leaves (None where the system
+    says none of them)."""
+    known = [size for size in (_physical_memory(), _cgroup_limit(), _address_space_left()) if size is not None]
+    return min(known) if known else None
 
 
 def _gib(size: int) -> str:
@@ -95,30 +129,63 @@ def check_size(arrays: Sequence[tuple[str, np.ndarray]]) -> None:
         raise InvalidInputError(
             name,
             f"shape {shape} needs {size} bytes ({_gib(size)}) of working memory, {total} bytes with the other "
-            f"inputs: more than this machine's {budget} bytes ({_gib(budget)})",
+            f"inputs: more than the {budget} bytes ({_gib(budget)}) this process may use",
         )
+
+
+Dim = int | None  # a dimension: its size, or None where a model file leaves it unknown
+
+
+def _shape_text(shape: Sequence[Dim]) -> str:
+    return str(tuple(shape)).replace("None", "?")
+
+
+def port_problems(
+    shape: Sequence[Dim] | None, dtype: str, port: PortSpec, dims: dict[str, int] | None = None
+) -> list[InvalidInputError]:
+    """Every way one input breaks the schema (spec 6, 10), rank first: its rank, its element type
+    and, when ``dims`` is given, the agreement of its dimensions with the sizes ``dims`` holds from
+    earlier inputs (its new symbols are added to ``dims``). An unknown rank (``shape`` None) or
+    dimension (None), as a model file may declare them, agrees with anything."""
+    problems = []
+    if shape is not None and len(shape) != port.rank:
+        problems.append(
+            InvalidInputError(
+                port.name, f"rank must be {port.rank} ([{', '.join(port.dims)}]), got shape {_shape_text(shape)}"
+            )
+        )
+    if dtype not in port.types:
+        problems.append(InvalidInputError(port.name, f"element type {dtype} is not one of {', '.join(port.types)}"))
+    if shape is None or dims is None or len(shape) != port.rank:
+        return problems
+    for axis, (symbol, size) in enumerate(zip(port.dims, shape, strict=True)):
+        if size is None:
+            continue
+        expected = dims.setdefault(symbol, int(size))
+        if size != expected:
+            problems.append(
+                InvalidInputError(
+                    port.name, f"dimension {axis} ({symbol}) is {size} but {symbol} = {expected} from earlier inputs"
+                )
+            )
+    return problems
+
+
+def classes_problems(spec: FormSpec, dims: Mapping[str, int]) -> list[InvalidInputError]:
+    """C = 0 (spec 6: C >= 1, the blank class); nothing while C is unknown."""
+    if dims.get("C") == 0:
+        return [InvalidInputError(spec.inputs[0].name, "C must be at least 1 (the blank class)")]
+    return []
+
+
+def _raise_first(problems: Sequence[InvalidInputError]) -> None:
+    if problems:
+        raise problems[0]
 
 
 def _check_declared(array: np.ndarray, port: PortSpec) -> None:
     """Rank and element type of one input: what a graph declares for its inputs."""
-    if array.ndim != port.rank:
-        raise InvalidInputError(
-            port.name, f"rank must be {port.rank} ([{', '.join(port.dims)}]), got shape {array.shape}"
-        )
-    if array.dtype.name not in port.types:
-        raise InvalidInputError(port.name, f"element type {array.dtype.name} is not one of {', '.join(port.types)}")
-
-
-def _check_port(array: np.ndarray, port: PortSpec, dims: dict[str, int]) -> None:
-    """Rank, element type and dimension agreement of one input, as the schema states them."""
-    _check_declared(array, port)
-    for axis, (symbol, size) in enumerate(zip(port.dims, array.shape, strict=True)):
-        expected = dims.setdefault(symbol, int(size))
-        if size != expected:
-            raise InvalidInputError(
-                port.name,
-                f"dimension {axis} ({symbol}) is {size} but {symbol} = {expected} from earlier inputs",
-            )
+    _raise_first(port_problems(array.shape, array.dtype.name, port))
 
 
 def _checked(spec: FormSpec, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
@@ -128,10 +195,9 @@ def _checked(spec: FormSpec, values: Mapping[str, Any]) -> tuple[dict[str, np.nd
         if port.name not in values:
             continue
         array = _as_array(values[port.name], port.name)
-        _check_port(array, port, dims)
+        _raise_first(port_problems(array.shape, array.dtype.name, port, dims))
         arrays[port.name] = array
-    if dims.get("C", 1) == 0:
-        raise InvalidInputError(spec.inputs[0].name, "C must be at least 1 (the blank class)")
+    _raise_first(classes_problems(spec, dims))
     check_size(list(arrays.items()))
     return arrays, dims
 
@@ -140,7 +206,7 @@ def _first(bad: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.argwhere(bad)[0])
 
 
-def _int64(array: np.ndarray) -> IntArray:
+def as_int64(array: np.ndarray) -> IntArray:
     """Integers as int64; values beyond int64 are clipped (range rules reject them anyway)."""
     if array.dtype == np.uint64:
         array = np.minimum(array, np.uint64(np.iinfo(np.int64).max))
@@ -164,7 +230,7 @@ def _mask_rises(values: IntArray) -> npt.NDArray[np.bool_]:
 
 def mask_lengths(mask: np.ndarray) -> IntArray:
     """Frame counts from a [T, N] ``sequence_mask``: 0/1 values, each column a run of 1s then 0s."""
-    values = _int64(mask)
+    values = as_int64(mask)
     bad = _mask_value_faults(values)
     if bad.any():
         t, i = _first(bad)
@@ -181,13 +247,27 @@ def mask_lengths(mask: np.ndarray) -> IntArray:
     return lengths
 
 
-def _length_vector(array: np.ndarray, name: str, upper: int) -> IntArray:
-    values = _int64(array)
-    bad = (values < 0) | (values > upper)
-    if bad.any():
-        (i,) = _first(bad)
-        raise InvalidInputError(name, f"length {array[i]} is outside [0, {upper}] (rule 7.1)", (i,))
-    return values
+def _length_faults(values: IntArray, upper: int) -> npt.NDArray[np.bool_]:
+    """[N]: lengths outside [0, ``upper``] (rule 7.1)."""
+    faults: npt.NDArray[np.bool_] = (values < 0) | (values > upper)
+    return faults
+
+
+def length_problems(array: np.ndarray, name: str, upper: int) -> list[InvalidInputError]:
+    """The first entry of the length vector ``array`` outside [0, ``upper``] (rule 7.1)."""
+    bad = _length_faults(as_int64(array), upper)
+    if not bad.any():
+        return []
+    (i,) = _first(bad)
+    return [InvalidInputError(name, f"length {array[i]} is outside [0, {upper}] (rule 7.1)", (i,))]
+
+
+def blank_problems(array: np.ndarray, classes: int) -> list[InvalidInputError]:
+    """A scalar ``blank_index`` outside [0, C-1] (rule 7.1)."""
+    blank = int(as_int64(array))
+    if 0 <= blank < classes:
+        return []
+    return [InvalidInputError("blank_index", f"value {blank} is outside [0, {classes - 1}] (rule 7.1)")]
 
 
 # -- targets (spec section 3.3 and 7.2) ------------------------------------------------------
@@ -227,16 +307,42 @@ def unique_labels(targets: IntArray, lengths: IntArray, fill: int) -> tuple[IntA
     return _compact(targets, keep, fill)
 
 
-def _check_label_values(labels: np.ndarray, valid: np.ndarray, where: np.ndarray, rule: str) -> None:
+def _label_problems(labels: np.ndarray, valid: np.ndarray, where: np.ndarray, rule: str) -> list[InvalidInputError]:
     bad = where & ~valid
-    if bad.any():
-        i, j = _first(bad)
-        raise InvalidInputError("labels", f"value {labels[i, j]} {rule}", (i, j))
+    if not bad.any():
+        return []
+    i, j = _first(bad)
+    return [InvalidInputError("labels", f"value {labels[i, j]} {rule}", (i, j))]
 
 
 def _time_major_label_ok(values: IntArray, classes: int) -> npt.NDArray[np.bool_]:
     """Label entries that are a class in [0, C-2] (rule 3.3; the pad -1 is tested apart)."""
     return (values >= 0) & (values < classes - 1)
+
+
+def time_major_label_problems(labels: np.ndarray, classes: int) -> list[InvalidInputError]:
+    """The first entry of the time-major ``labels`` [N, T] that is neither the pad -1 nor a class
+    in [0, C-2] (rule 3.3)."""
+    values = as_int64(labels)
+    blank = classes - 1
+    return _label_problems(
+        labels,
+        _time_major_label_ok(values, classes),
+        values != -1,
+        f"is not a class in [0, {blank - 1}] nor the pad -1 (rule 3.3: blank {blank} and values "
+        f"outside [-1, C-2] are invalid)",
+    )
+
+
+def _released_label_ok(values: IntArray, classes: int, blank: int) -> npt.NDArray[np.bool_]:
+    """Label entries that are a class in [0, C-1] other than the blank (rule 7.2)."""
+    ok: npt.NDArray[np.bool_] = (values >= 0) & (values < classes) & (values != blank)
+    return ok
+
+
+def _prefix(target_lengths: IntArray, frames: int) -> npt.NDArray[np.bool_]:
+    """[N, T]: the entries ``labels[i, :label_length[i]]`` that hold the target (rule 7.2)."""
+    return np.arange(frames)[None, :] < target_lengths[:, None]
 
 
 # -- the two forms ---------------------------------------------------------------------------
@@ -263,15 +369,9 @@ def from_time_major(
     classes = dims["C"]
     blank = classes - 1
     raw = arrays["labels"]
-    values = _int64(raw)
+    _raise_first(time_major_label_problems(raw, classes))
+    values = as_int64(raw)
     pad = values == -1
-    _check_label_values(
-        raw,
-        _time_major_label_ok(values, classes),
-        ~pad,
-        f"is not a class in [0, {blank - 1}] nor the pad -1 (rule 3.3: blank {blank} and values "
-        f"outside [-1, C-2] are invalid)",
-    )
     targets, target_lengths = _compact(values, ~pad, blank)
     if collapse:
         targets, target_lengths = collapse_repeated(targets, target_lengths, blank)
@@ -313,19 +413,21 @@ def from_openvino(
     frames, classes = dims["T"], dims["C"]
     blank = classes - 1
     if "blank_index" in arrays:
-        blank = int(_int64(arrays["blank_index"]))
-        if not 0 <= blank < classes:
-            raise InvalidInputError("blank_index", f"value {blank} is outside [0, {classes - 1}] (rule 7.1)")
-    lengths = _length_vector(arrays["logit_length"], "logit_length", frames)
-    target_lengths = _length_vector(arrays["label_length"], "label_length", frames)
+        _raise_first(blank_problems(arrays["blank_index"], classes))
+        blank = int(as_int64(arrays["blank_index"]))
+    _raise_first(length_problems(arrays["logit_length"], "logit_length", frames))
+    _raise_first(length_problems(arrays["label_length"], "label_length", frames))
+    lengths, target_lengths = as_int64(arrays["logit_length"]), as_int64(arrays["label_length"])
     raw = arrays["labels"]
-    values = _int64(raw)
-    in_prefix = np.arange(frames)[None, :] < target_lengths[:, None]
-    _check_label_values(
-        raw,
-        (values >= 0) & (values < classes) & (values != blank),
-        in_prefix,
-        f"is not a class in [0, {classes - 1}] other than blank {blank} (rule 7.2)",
+    values = as_int64(raw)
+    in_prefix = _prefix(target_lengths, frames)
+    _raise_first(
+        _label_problems(
+            raw,
+            _released_label_ok(values, classes, blank),
+            in_prefix,
+            f"is not a class in [0, {classes - 1}] other than blank {blank} (rule 7.2)",
+        )
     )
     targets, target_lengths = _compact(values, in_prefix, blank)
     if collapse:
@@ -367,7 +469,53 @@ def time_major_faults(
     if mask.shape != (frames, n) or raw.shape != (n, frames) or classes == 0:
         empty = np.zeros((frames, n), dtype=np.int64)
         return logits, empty, np.full((n, frames), -1, dtype=np.int64), np.ones(n, dtype=bool)
-    mask_values, values = _int64(mask), _int64(raw)
+    mask_values, values = as_int64(mask), as_int64(raw)
     faults = _mask_value_faults(mask_values).any(axis=0) | _mask_rises(mask_values).any(axis=0)
     faults |= ((values != -1) & ~_time_major_label_ok(values, classes)).any(axis=1)
     return logits, np.where(faults[None, :], 0, mask_values), np.where(faults[:, None], -1, values), faults
+
+
+def openvino_faults(
+    logits: npt.ArrayLike,
+    logit_length: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    label_length: npt.ArrayLike,
+    blank_index: npt.ArrayLike | None = None,
+    *,
+    preprocess_collapse_repeated: Any = False,
+    ctc_merge_repeated: Any = True,
+    unique: Any = False,
+) -> npt.NDArray[np.bool_]:
+    """The per-sample reading of rules 7.1 and 7.2 (spec 11.5, released form): faults [N].
+
+    Sample i is faulty when ``logit_length[i]`` or ``label_length[i]`` lies outside [0, T], or an
+    entry of ``labels[i, :label_length[i]]`` is not a class in [0, C-1] other than the blank
+    (entries beyond ``label_length[i]`` are never read); exactly the samples
+    :func:`from_openvino` refuses when given alone. A target longer than its frames is no fault
+    (+inf, spec 4.4). Every sample is faulty when ``blank_index`` is not a scalar in [0, C-1], when
+    the lengths and labels are not [N], [N, T], [N] (N, T from ``logits``), or when C = 0. Ranks
+    and element types of the four declared inputs, the element type of ``blank_index`` and
+    non-boolean attributes raise :class:`InvalidInputError`, as in :func:`from_openvino`.
+    """
+    spec = form("openvino")
+    given = (logits, logit_length, labels, label_length) + (() if blank_index is None else (blank_index,))
+    arrays = [_as_array(value, port.name) for value, port in zip(given, spec.inputs, strict=False)]
+    for array, port in zip(arrays, spec.inputs, strict=False):
+        _raise_first(port_problems(None if port.optional else array.shape, array.dtype.name, port))
+    check_size([(port.name, array) for array, port in zip(arrays, spec.inputs, strict=False)])
+    flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
+    flag(ctc_merge_repeated, "ctc_merge_repeated")
+    flag(unique, "unique")
+    values, lengths, raw, target_lengths = arrays[:4]
+    n, frames, classes = values.shape
+    blank = classes - 1
+    if blank_index is not None:
+        scalar = arrays[4]
+        blank = -1 if scalar.ndim != 0 or blank_problems(scalar, classes) else int(as_int64(scalar))
+    if lengths.shape != (n,) or raw.shape != (n, frames) or target_lengths.shape != (n,) or not 0 <= blank < classes:
+        return np.ones(n, dtype=bool)
+    frame_counts, label_counts = as_int64(lengths), as_int64(target_lengths)
+    faults = _length_faults(frame_counts, frames) | _length_faults(label_counts, frames)
+    in_prefix = _prefix(label_counts, frames)
+    faults |= (in_prefix & ~_released_label_ok(as_int64(raw), classes, blank)).any(axis=1)
+    return faults

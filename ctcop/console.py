@@ -10,6 +10,8 @@ import signal
 import sys
 from types import FrameType
 
+from .exit_codes import signalled
+
 
 class _Stopped(BaseException):
     def __init__(self, signum: int) -> None:
@@ -31,7 +33,7 @@ def main() -> int:
     except _Stopped as stopped:
         name = signal.Signals(stopped.signum).name
         print(f"ctcop: interrupted by {name} while starting; nothing was done", file=sys.stderr)
-        return 128 + stopped.signum
+        return signalled(stopped.signum)
     for signum, handler in previous.items():
         signal.signal(signum, handler)
     code = run()

@@ -7,9 +7,10 @@ import numpy.typing as npt
 
 from .attributes import flag
 from .canonical import time_major_frames
-from .errors import InvalidInputError
+from .errors import InvalidInputError, refusing_memory_errors
 
 
+@refusing_memory_errors("inputs")
 def greedy_decode(inputs: npt.ArrayLike, sequence_mask: npt.ArrayLike, *, merge_repeated: bool = True) -> np.ndarray:
     """Labels [N, T] int64 padded with -1: per active frame the arg-max class (lowest index on
     ties), repeats merged when ``merge_repeated``, blanks (class C-1) dropped.

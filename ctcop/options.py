@@ -6,11 +6,8 @@ Core module: the ONNX and OpenVINO wings translate these into their own type cod
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
-import tempfile
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +23,6 @@ EXPORT_FLOAT_TYPES = tuple(name for name in type_constraint("T_F") if name != "b
 # The largest dimension an exported graph declares (ONNX and OpenVINO take int64; 2**31 - 1 keeps
 # every index and product of two of them in int64 and what int32 index inputs can address).
 MAX_DIM = 2**31 - 1
-# The largest model file the exporters and ``ctcop eval`` read, and the largest tensor they load.
-MAX_FILE_BYTES = 4 << 30
-MAX_TENSOR_BYTES = 1 << 30
 Dim = int | str | None
 Dims = tuple[Dim, Dim, Dim]
 
@@ -60,11 +54,14 @@ class ExportOptions:
         ):
             if value not in allowed:
                 raise InvalidInputError(name, f"unknown element type {value!r}; one of {', '.join(allowed)}")
+        if attributes is not None and not isinstance(attributes, Mapping):
+            given = type(attributes).__name__
+            raise InvalidInputError("attributes", f"must be a mapping of names to booleans, got {given}")
         return cls(dtype, mask_dtype, labels_dtype, _checked_dims(dims), Attributes.of(attributes))
 
 
 def _checked_dims(dims: Any) -> Dims:
-    if len(dims) != 3:
+    if not isinstance(dims, (list, tuple)) or len(dims) != 3:
         raise InvalidInputError("dims", f"must give T, N, C, got {dims!r}")
     for symbol, dim in zip("TNC", dims, strict=True):
         if isinstance(dim, (bool, np.bool_)) or not (dim is None or isinstance(dim, (int, str))):
@@ -89,43 +86,17 @@ def attached_names(taken: set[str]) -> tuple[str, str, str]:
     return added
 
 
-def checked_input_file(path: str, what: str, limit: int = MAX_FILE_BYTES) -> int:
-    """The size of ``path`` when it is a regular file (a symlink to one included) of at most
-    ``limit`` bytes, checked before anything reads it: a device (/dev/zero), FIFO or directory
-    would block or never end. Otherwise an :class:`InvalidInputError` naming ``what``."""
-    try:
-        status = os.stat(path)
-    except (OSError, ValueError) as error:  # ValueError: a NUL in the path
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise InvalidInputError(what, f"cannot read {path!r}: {reason}") from None
-    if not stat.S_ISREG(status.st_mode):
-        raise InvalidInputError(what, f"{path!r} is not a regular file")
-    if status.st_size > limit:
-        raise InvalidInputError(what, f"{path!r} is {status.st_size} bytes, over the limit of {limit}")
-    return status.st_size
-
-
-@contextlib.contextmanager
-def atomic_output(path: str, extension: str = ".tmp", companions: tuple[str, ...] = ()) -> Iterator[str]:
-    """A temporary path in the folder of ``path``, ending in ``extension``, for the block to write;
-    when the block ends without an exception it is renamed onto ``path`` (and each temporary
-    ``stem + companion``, e.g. an IR's ``.bin``, onto ``path``'s stem + companion, first), else
-    removed. A reader, a crash or an interruption never sees half a file. The file gets the
-    permissions of a plain ``open``."""
-    target = os.path.realpath(path)
-    folder, name = os.path.split(target)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=extension)
-    os.close(handle)
-    stem, final_stem = temporary[: -len(extension)], target.removesuffix(extension)
-    pairs = [*((stem + c, final_stem + c) for c in companions), (temporary, target)]
-    try:
-        yield temporary
-        mask = os.umask(0)
-        os.umask(mask)
-        for written, final in pairs:
-            os.chmod(written, 0o666 & ~mask)
-            os.replace(written, final)
-    finally:
-        for written, _ in pairs:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(written)
+def chosen_output(outputs: Sequence[Collection[str]], logits_output: str | int) -> int:
+    """The index of the model output that ``logits_output`` names, or indexes (an int, or a string
+    of ASCII digits that is no output's name); ``outputs`` holds each output's names (spec 11.1,
+    12.1.1). Shared by both wings' attach."""
+    named = [k for k, names in enumerate(outputs) if isinstance(logits_output, str) and logits_output in names]
+    if isinstance(logits_output, str) and not named and re.fullmatch(r"[0-9]{1,9}", logits_output):
+        logits_output = int(logits_output)
+    if isinstance(logits_output, int) and not isinstance(logits_output, bool):
+        if not 0 <= logits_output < len(outputs):
+            raise InvalidInputError("logits_output", f"index {logits_output} is outside [0, {len(outputs) - 1}]")
+        return logits_output
+    if not named:
+        raise InvalidInputError("logits_output", f"{logits_output!r} is not an output of the model")
+    return named[0]

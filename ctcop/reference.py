@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import canonical, recursion
+from .errors import refusing_memory_errors
 from .rounding import round_once
 
 
@@ -21,6 +22,18 @@ def _rounded(loglik: np.ndarray, batch: canonical.CanonicalBatch) -> np.ndarray:
     return round_once(loss, batch.logits.dtype)
 
 
+def _loss(batch: canonical.CanonicalBatch) -> np.ndarray:
+    """The losses of ``batch`` (spec 4.3) in the logits' element type."""
+    return _rounded(recursion.log_likelihood(batch), batch)
+
+
+def _loss_and_grad(batch: canonical.CanonicalBatch) -> tuple[np.ndarray, np.ndarray]:
+    """The losses and the gradient of ``batch`` (spec 4.3, 5) in the logits' element type."""
+    loglik, grad = recursion.log_likelihood_and_grad(batch)
+    return _rounded(loglik, batch), grad
+
+
+@refusing_memory_errors("inputs")
 def ctc_loss(
     inputs: npt.ArrayLike,
     sequence_mask: npt.ArrayLike,
@@ -42,9 +55,10 @@ def ctc_loss(
         preprocess_collapse_repeated=preprocess_collapse_repeated,
         merge_repeated=merge_repeated,
     )
-    return _rounded(recursion.log_likelihood(batch), batch)
+    return _loss(batch)
 
 
+@refusing_memory_errors("inputs")
 def ctc_loss_or_nan(
     inputs: npt.ArrayLike,
     sequence_mask: npt.ArrayLike,
@@ -75,6 +89,7 @@ def ctc_loss_or_nan(
     return loss
 
 
+@refusing_memory_errors("inputs")
 def ctc_loss_grad(
     inputs: npt.ArrayLike,
     sequence_mask: npt.ArrayLike,
@@ -96,10 +111,10 @@ def ctc_loss_grad(
         preprocess_collapse_repeated=preprocess_collapse_repeated,
         merge_repeated=merge_repeated,
     )
-    loglik, grad = recursion.log_likelihood_and_grad(batch)
-    return _rounded(loglik, batch), grad
+    return _loss_and_grad(batch)
 
 
+@refusing_memory_errors("logits")
 def openvino_ctc_loss(
     logits: npt.ArrayLike,
     logit_length: npt.ArrayLike,
@@ -127,4 +142,34 @@ def openvino_ctc_loss(
         ctc_merge_repeated=ctc_merge_repeated,
         unique=unique,
     )
-    return _rounded(recursion.log_likelihood(batch), batch)
+    return _loss(batch)
+
+
+@refusing_memory_errors("logits")
+def openvino_ctc_loss_grad(
+    logits: npt.ArrayLike,
+    logit_length: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    label_length: npt.ArrayLike,
+    blank_index: npt.ArrayLike | None = None,
+    *,
+    preprocess_collapse_repeated: bool = False,
+    ctc_merge_repeated: bool = True,
+    unique: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Loss [N] and gradient [N, T, C] of the released form (spec sections 5 and 7), with
+    ``grad[i, t, c] = d loss[i] / d logits[i, t, c]``: the inputs of :func:`openvino_ctc_loss`,
+    the conventions of :func:`ctc_loss_grad` (0 in frames ``t >= logit_length[i]`` and for a
+    +inf loss, NaN in the active frames of a NaN-loss sample, the element type of ``logits``).
+    """
+    batch = canonical.from_openvino(
+        logits,
+        logit_length,
+        labels,
+        label_length,
+        blank_index,
+        preprocess_collapse_repeated=preprocess_collapse_repeated,
+        ctc_merge_repeated=ctc_merge_repeated,
+        unique=unique,
+    )
+    return _loss_and_grad(batch)

@@ -13,13 +13,14 @@ import numpy as np
 
 
 def round_once(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``values`` (float64) rounded to nearest even in ``dtype`` with a single rounding."""
+    """``values`` (float64) rounded to nearest even in ``dtype`` with a single rounding. Overflow to
+    infinity and underflow to zero are what rounding means here, whatever ``np.seterr`` says."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":  # float16, float32, float64 in any byte order: numpy rounds once
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", under="ignore"):
             direct: np.ndarray = values.astype(dtype)
         return direct
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         narrow = values.astype(np.float32)
         away = np.abs(narrow.astype(np.float64)) > np.abs(values)
         narrow = np.where(away, np.nextafter(narrow, np.float32(0.0)), narrow)

@@ -1,14 +1,12 @@
-"""Child process of tests/test_fuzz_graphs.py: one exported graph in one runtime, crash-isolated.
+"""Worker of tests/test_fuzz_graphs.py: one exported graph in one runtime, crash-isolated
+(:func:`evaluate`, run in a fresh process by :class:`ctcop.isolated.Worker`).
 
-    python tests/fuzz_worker.py RUNTIME FOLDER
-
-reads one path of an ``.npz`` per line on stdin (``inputs``, ``sequence_mask``, ``labels`` and the
-attributes as 0-d bools), writes that path to ``FOLDER/current`` before running it (so that a parent
-whose child died knows the input that killed it), runs ctcop's exported graph for the inputs'
-element types and attributes, writes the loss to ``PATH.out.npy`` and answers one JSON line:
-``{"ok": true}`` or ``{"error": "Type: the message on one line"}``. Models are built with fully
-dynamic dimensions (``dims=(None, None, None)``), so that mask and labels shapes may disagree with
-the logits, and cached per element types and attributes.
+A request ``{"runtime", "path"}`` names an ``.npz`` (``inputs``, ``sequence_mask``, ``labels`` and
+the attributes as 0-d bools); the worker runs ctcop's exported graph for the inputs' element types
+and attributes in that runtime and writes the loss to ``PATH.out.npy``; an exception the graph
+raises is the worker's error answer. Models are built with fully dynamic dimensions
+(``dims=(None, None, None)``), so that mask and labels shapes may disagree with the logits, and
+cached per runtime, element types and attributes.
 
 Runtimes: ``onnxruntime`` and ``onnx-reference`` (ctcop.onnx.onnx_model), ``openvino-onnx`` (the
 same model read by OpenVINO with ctcop.openvino_extensions()), ``openvino-ir`` (ir_model(), stock
@@ -17,16 +15,12 @@ OpenVINO) and ``openvino-custom`` (ir_model(form="custom") with the extensions).
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import tempfile
 from functools import cache
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ATTRIBUTES = ("preprocess_collapse_repeated", "merge_repeated")
 DIMS = (None, None, None)
@@ -103,37 +97,12 @@ def _model(runtime: str, key: Key) -> Any:
     return lambda x, m, y: compiled([x, m, y])[0]
 
 
-def evaluate(runtime: str, path: str) -> np.ndarray:
+def evaluate(request: dict[str, str]) -> None:
+    """Run the graph on the request's inputs; the loss goes to ``PATH.out.npy``."""
+    path = request["path"]
     with np.load(path) as data:
         inputs, mask, labels = data["inputs"], data["sequence_mask"], data["labels"]
         key = (inputs.dtype.name, mask.dtype.name, labels.dtype.name, *(bool(data[name]) for name in ATTRIBUTES))
     with np.errstate(all="ignore"):
-        return np.array(_model(runtime, key)(inputs, mask, labels), copy=True)
-
-
-def _mark(folder: str, path: str) -> None:
-    current = os.path.join(folder, "current")
-    with open(current + ".tmp", "w") as file:
-        file.write(path)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(current + ".tmp", current)
-
-
-def main(runtime: str, folder: str) -> None:
-    for line in sys.stdin:
-        path = line.strip()
-        if not path:
-            continue
-        _mark(folder, path)
-        try:
-            np.save(path + ".out.npy", evaluate(runtime, path))
-            answer: dict[str, Any] = {"ok": True}
-        except Exception as error:  # the graph raising is a finding, reported to the parent
-            text = " | ".join(line.strip() for line in str(error).splitlines() if line.strip())
-            answer = {"error": f"{type(error).__name__}: {text[:600]}"}
-        print(json.dumps(answer), flush=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+        loss = np.array(_model(request["runtime"], key)(inputs, mask, labels), copy=True)
+    np.save(path + ".out.npy", loss)

@@ -1,14 +1,31 @@
-"""The package's shape: imports point down only, the core needs numpy and numba alone, functions stay short."""
+"""The package's shape: imports follow one order, the core needs numpy and numba alone, functions
+stay short, and the code repeats no logic."""
 
 import ast
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ctcop
 
 PACKAGE = Path(ctcop.__file__).parent
-WINGS = ("onnx", "openvino", "conformance", "layers", "torch", "bench")
+# The import order, lowest first: a module imports its own wing and the wings of lower ranks only;
+# two wings of one rank never import each other. "cli" is the command line: the ctcop.cli package,
+# ctcop.console and every __main__ module (``python -m``); "core" is every other module of the
+# root package.
+ORDER = (("core",), ("onnx", "openvino"), ("torch",), ("conformance", "layers"), ("bench",), ("cli",))
+RANK = {wing: rank for rank, wings in enumerate(ORDER) for wing in wings}
+CLI = ("cli", "console", "__main__")
+# The root package is the facade: it re-exports the core and loads wings lazily, by name.
+FACADE = "ctcop"
+# A row of ``duplicates``: two places that share a run of lines (paths relative to --repo).
+PAIR = re.compile(r"^(D\d+) (\S+):(\d+)-(\d+) ~ (\S+):(\d+)-(\d+)", re.MULTILINE)
+# Lines the duplicates command passes over: blank, comments, lone punctuation.
+PASSED_OVER = re.compile(r"^\s*[()\[\]{}:,]*\s*(#.*)?$")
 HEAVY = ("onnx", "onnxruntime", "openvino", "ml_dtypes", "torch", "tensorflow", "jax")
 MAX_FUNCTION_LINES = 60
 
@@ -18,21 +35,36 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path) -> set[str]:
-    """Absolute names of every module ``path`` imports, anywhere in the file (lazy imports too)."""
+def resolved(path: Path, node: ast.ImportFrom) -> str:
+    """The absolute name of the module that ``node``, in ``path``, imports from."""
     name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    package = (name if path.name == "__init__.py" else name.rpartition(".")[0]).split(".")
+    base = package[: len(package) - node.level + 1] if node.level else []
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def imports_of(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports, anywhere in the file (lazy imports and
+    imports under TYPE_CHECKING too)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")
-            base = base[: len(base) - node.level + 1] if node.level else []
-            module = ".".join([*base, *([node.module] if node.module else [])])
-            found.add(module)
-            found |= {f"{module}.{alias.name}" for alias in node.names}
+            module = resolved(path, node)
+            found |= {module, *(f"{module}.{alias.name}" for alias in node.names)}
     return found
+
+
+def reads_the_facade(path: Path) -> bool:
+    """Whether ``path`` imports the root package itself or one of its names that is no module."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import) and any(alias.name == FACADE for alias in node.names):
+            return True
+        names = node.names if isinstance(node, ast.ImportFrom) and resolved(path, node) == FACADE else []
+        if any(f"{FACADE}.{alias.name}" not in MODULES for alias in names):
+            return True
+    return False
 
 
 def ancestors(name: str) -> set[str]:
@@ -48,13 +80,63 @@ GRAPH = {
 }
 
 
+def plain(node: ast.AST) -> bool:
+    """Whether expression ``node`` only names things: constants, names, attributes, displays of
+    plain values and calls with plain arguments (``parser.add_argument("--x", type=int)``)."""
+    if isinstance(node, ast.Call):
+        return all(plain(part) for part in [node.func, *node.args, *(k.value for k in node.keywords)])
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+        return all(plain(part) for part in ast.iter_child_nodes(node) if not isinstance(part, ast.expr_context))
+    if isinstance(node, ast.Attribute):
+        return plain(node.value)
+    return isinstance(node, (ast.Constant, ast.Name))
+
+
+def declarative_lines(path: Path) -> set[int]:
+    """Lines of ``path`` that declare rather than compute: def and class headers (decorators and
+    signatures), docstrings, assignments at module and class level (constants, tables, fields),
+    statements that are one plain call, and keyword arguments that pass on a plain value."""
+    tree = ast.parse(path.read_text())
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            spans.append((min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.body[0].lineno - 1))
+        elif isinstance(node, (ast.Expr, ast.keyword)) and plain(node.value):
+            spans.append((node.lineno, node.end_lineno))
+    for scope in [tree, *(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef))]:
+        spans += [(n.lineno, n.end_lineno) for n in scope.body if isinstance(n, (ast.Assign, ast.AnnAssign))]
+    return {line for first, last in spans for line in range(first, last + 1)}
+
+
+def computing_lines(relative: str, first: int, last: int) -> tuple[list[str], int]:
+    """``file:line`` of each line in ``first``..``last`` of ``relative`` (under the package) that
+    computes, and how many lines of the range the duplicates command reads (not blank, comment
+    or lone punctuation)."""
+    path = PACKAGE / relative
+    lines = path.read_text().splitlines()
+    counted = [number for number in range(first, last + 1) if not PASSED_OVER.match(lines[number - 1])]
+    declared = declarative_lines(path)
+    return [f"{relative}:{number}" for number in counted if number not in declared], len(counted)
+
+
+def wing(name: str) -> str:
+    """The wing of module ``name`` in ORDER."""
+    part = name.split(".")[1] if "." in name else ""
+    return "cli" if part in CLI or name.endswith(".__main__") else part if part in RANK else "core"
+
+
 def is_core(name: str) -> bool:
-    return name.split(".")[1] not in (*WINGS, "cli", "console", "__main__") if "." in name else True
+    return wing(name) == "core"
+
+
+def rank(name: str) -> int:
+    """The place of module ``name`` in ORDER; the facade's is that of the highest wing it loads."""
+    if name == FACADE:
+        return max(rank(target) for target in GRAPH[FACADE])
+    return RANK[wing(name)]
 
 
 def test_the_import_graph_has_no_cycle() -> None:
-    # The root package is the facade: it re-exports the core and loads the OpenVINO wing lazily
-    # for ``ctcop.openvino_extensions``; nothing imports it by name.
     state: dict[str, str] = {}
 
     def visit(name: str, path: list[str]) -> None:
@@ -71,7 +153,7 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 
 def test_the_core_imports_no_wing_and_no_heavy_library() -> None:
-    core = [name for name in MODULES if is_core(name) and name != "ctcop"]
+    core = [name for name in MODULES if is_core(name) and name != FACADE]
     assert {"ctcop.canonical", "ctcop.recursion", "ctcop.reference", "ctcop.schema"} <= set(core)
     for name in core:
         imported = imports_of(MODULES[name])
@@ -79,12 +161,24 @@ def test_the_core_imports_no_wing_and_no_heavy_library() -> None:
         assert not {m for m in imported if m.split(".")[0] in HEAVY}, f"{name} imports a heavy library"
 
 
-def test_the_openvino_wing_does_not_import_the_onnx_wing_and_vice_versa() -> None:
-    for name, targets in GRAPH.items():
-        if name.startswith("ctcop.onnx"):
-            assert not any(t.startswith(("ctcop.openvino", "ctcop.conformance")) for t in targets), name
-        if name.startswith("ctcop.openvino"):
-            assert not any(t.startswith(("ctcop.onnx", "ctcop.conformance")) for t in targets), name
+def test_every_subpackage_has_a_place_in_the_order() -> None:
+    packages = {name.split(".")[1] for name, path in MODULES.items() if path.name == "__init__.py" and "." in name}
+    assert packages <= set(RANK), f"not in ORDER: {sorted(packages - set(RANK))}"
+
+
+def test_imports_follow_the_order() -> None:
+    # Every import counts: at module level, inside functions and under TYPE_CHECKING; so does an
+    # import of the facade's names (``import ctcop``, ``from .. import __version__``), which may
+    # load wings.
+    edges = {name: GRAPH[name] | ({FACADE} if reads_the_facade(path) else set()) for name, path in MODULES.items()}
+    against = sorted(
+        f"{name} ({wing(name)}) -> {target} ({'facade' if target == FACADE else wing(target)})"
+        for name, targets in edges.items()
+        if name != FACADE
+        for target in targets
+        if rank(target) >= rank(name) and (target == FACADE or wing(target) != wing(name))
+    )
+    assert not against, "imports against the order:\n" + "\n".join(against)
 
 
 def test_import_ctcop_loads_numpy_only() -> None:
@@ -95,13 +189,13 @@ def test_import_ctcop_loads_numpy_only() -> None:
     result = subprocess.run([sys.executable, "-c", code, *HEAVY], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
-    wing = subprocess.run(
+    extensions = subprocess.run(
         [sys.executable, "-c", "import sys, ctcop; ctcop.openvino_extensions; print('openvino' in sys.modules)"],
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert wing.stdout.strip() == "True", wing.stderr
+    assert extensions.stdout.strip() == "True", extensions.stderr
 
 
 def test_no_function_is_longer_than_a_screen() -> None:
@@ -113,3 +207,27 @@ def test_no_function_is_longer_than_a_screen() -> None:
                 if length > MAX_FUNCTION_LINES:
                     long.append(f"{name}.{node.name}: {length} lines")
     assert not long
+
+
+def test_the_package_repeats_declarations_only() -> None:
+    # Two places that share six or more lines, most of which compute, are one piece of logic
+    # written twice; shared signatures, fields, tables, argument declarations and docstrings are
+    # declarations, which may repeat.
+    command = shutil.which("duplicates")
+    if command is None:
+        pytest.skip("the duplicates command is not installed")
+    listed = subprocess.run(
+        [command, "--repo", str(PACKAGE), "--most", "200", "--seconds", "300"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout
+    assert "incomplete:" not in listed and "more pairs)" not in listed, listed
+    repeated = []
+    for row, *places in PAIR.findall(listed):
+        sides = [computing_lines(places[k], int(places[k + 1]), int(places[k + 2])) for k in (0, 3)]
+        if any(2 * len(computing) > counted for computing, counted in sides):
+            where = " ~ ".join(f"{places[k]}:{places[k + 1]}-{places[k + 2]}" for k in (0, 3))
+            share = " and ".join(f"{len(computing)} of {counted}" for computing, counted in sides)
+            repeated.append(f"{row} {where}: {share} lines compute")
+    assert not repeated, "logic written twice:\n" + "\n".join(repeated)

@@ -20,6 +20,7 @@ from ctcop import cli
 from ctcop.bench import implementations, memory, plot, run, shapes, threads, timing
 from ctcop.bench.implementations import IMPLEMENTATIONS, Implementation
 from ctcop.bench.prepared import Prepared
+from ctcop.cli import bench as bench_command
 
 PNG = b"\x89PNG\r\n\x1a\n"
 # Every shape of --quick at N = 2, every implementation, one timed run each: what the bench checks
@@ -229,7 +230,7 @@ def test_peak_memory_is_measured_in_a_child_process() -> None:
 
 def test_memory_is_planned_where_the_logits_are_large_enough() -> None:
     settings = cli.build_parser().parse_args(["bench"])
-    planned = run.memory_plan(cli._bench_settings(settings), list(IMPLEMENTATIONS))
+    planned = run.memory_plan(bench_command.checked_settings(settings), list(IMPLEMENTATIONS))
     assert {(shape.name, batch) for _, shape, batch in planned} == {("warp-ctc-c5000", 64)}
     assert [name for name, _, _ in planned] == list(run.MEMORY_IMPLEMENTATIONS)
 

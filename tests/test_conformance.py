@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ctcop.conformance import corpus
-from ctcop.tolerance import compare, max_errors, tolerance
+from ctcop.tolerance import Mismatch, compare, describe, max_errors, mismatch, tolerance
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -38,6 +38,18 @@ def ctcop_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 )
 def test_comparison_rule(got: list[float], expected: list[float], dtype: str, ok: bool) -> None:
     assert (compare(np.array(got), np.array(expected), dtype) is None) == ok
+
+
+def test_a_disagreement_is_a_mismatch_and_its_line_is_rendered_from_it() -> None:
+    found = mismatch([1.0, 2.5], [1.0, 2.0], "float32")
+    assert found == Mismatch("loss", sample=1, got=2.5, expected=2.0)
+    assert compare([1.0, 2.5], [1.0, 2.0], "float32") == describe(found) == "sample 1: got 2.5, expected 2.0"
+    shape = mismatch([1.0, 2.0], [1.0], "float32")
+    assert shape is not None and (shape.kind, shape.shape, shape.expected_shape) == ("shape", (2,), (1,))
+    assert describe(shape) == "shape (2,), expected (1,)"
+    assert mismatch([1.0, np.nan], [1.0, np.nan], "float32") is None
+    with pytest.raises(ValueError, match="not one of shape, loss"):
+        Mismatch("wrong")
 
 
 def test_tolerances_come_from_the_schema() -> None:

@@ -161,6 +161,26 @@ def test_white_space_around_a_boolean_is_not_a_boolean(tmp_path, capsys, attribu
     assert code == 1 and f"error: ctc: attribute {attribute} = {written!r} is not a boolean" in out, out + err
 
 
+@pytest.mark.parametrize("attribute", ["preprocess_collapse_repeated", "ctc_merge_repeated", "unique"])
+@pytest.mark.parametrize(("written", "meaning"), [("1", True), ("0", False), ("True", True), ("FALSE", False)])
+def test_digits_and_any_case_are_booleans_as_openvino_reads_them(
+    tmp_path, capsys, attribute: str, written: str, meaning: bool
+) -> None:
+    released_ir(tmp_path / "model.xml", preprocess_collapse_repeated=True, ctc_merge_repeated=True, unique=True)
+    text = (tmp_path / "model.xml").read_text()
+    (tmp_path / "model.xml").write_text(text.replace(f'{attribute}="true"', f'{attribute}="{written}"'))
+    node = next(
+        n
+        for n in openvino_core().read_model(str(tmp_path / "model.xml")).get_ordered_ops()
+        if n.get_type_name() == "CTCLoss"
+    )
+    assert node.get_attributes()[attribute] is meaning  # what OpenVINO makes of it
+    code, out, err = run(capsys, "validate", tmp_path / "model.xml")
+    assert code == 0 and "1 layer(s), 0 error(s)" in out, out + err
+    (layer,) = open_model(str(tmp_path / "model.xml")).layers
+    assert attributes_of(layer)[attribute] is meaning
+
+
 # Layers are identified by their IR layer id, not their name.
 
 
@@ -655,3 +675,120 @@ def test_names_with_control_characters_are_printed_escaped(tmp_path: Path, capsy
     assert cli.main(["eval", str(path), "--seed", "3", "--runtime", "onnxruntime", "--layer", shown]) == 0
     table = capsys.readouterr().out
     assert table.splitlines()[0].startswith(f"{shown}  [ctcop-onnx]") and "\x1b" not in table and "\x07" not in table
+
+
+@pytest.mark.parametrize("member", ["inputs", "sequence_mask", "labels"])
+def test_big_endian_arrays_are_read_by_value(tmp_path, capsys, member: str) -> None:
+    # onnxruntime reads an array's bytes, the reference its values: both get native byte order.
+    path = tmp_path / "model.onnx"
+    save_onnx(onnx_model(dims=(T, N, C)), str(path))
+    arrays = {
+        "inputs": np.random.default_rng(1).normal(size=(T, N, C)).astype(np.float32),
+        "sequence_mask": np.ones((T, N), np.int32),
+        "labels": np.array([[1, 2, -1, -1, -1, -1], [0, -1, -1, -1, -1, -1]]),
+    }
+    arrays[member] = arrays[member].astype(arrays[member].dtype.newbyteorder(">"))
+    np.savez(tmp_path / "inputs.npz", **arrays)
+    code, out, err = run(capsys, "eval", path, "--inputs", tmp_path / "inputs.npz", "--runtime", "onnxruntime")
+    assert code == 0 and "verdict AGREE" in out, out + err
+
+
+def test_random_inputs_are_refused_when_together_over_the_limit(tmp_path, capsys) -> None:
+    # Five inputs of 256 MiB: each within the limit, together over it; refused before drawing any.
+    model = onnx_model(dims=(T, N, C))
+    for k in range(5):
+        model.graph.input.append(helper.make_tensor_value_info(f"big{k}", onnx.TensorProto.FLOAT, [16384, 4096]))
+        model.graph.output.append(helper.make_tensor_value_info(f"copy{k}", onnx.TensorProto.FLOAT, [16384, 4096]))
+        model.graph.node.append(helper.make_node("Identity", [f"big{k}"], [f"copy{k}"]))
+    path = tmp_path / "big.onnx"
+    save_onnx(model, str(path))
+    code, out, err = run(capsys, "eval", path, "--seed", "1")
+    assert code == 2 and err.count("\n") == 1, out + err
+    assert "the model's inputs take 1342177616 bytes together, over 1073741824" in err, err
+
+
+@pytest.mark.parametrize(
+    ("element_type", "name"),
+    [
+        (onnx.TensorProto.STRING, "object"),
+        (onnx.TensorProto.FLOAT8E5M2, "float8_e5m2"),
+        (onnx.TensorProto.BFLOAT16, "bfloat16"),
+    ],
+)
+def test_an_input_of_a_type_eval_cannot_feed_is_a_usage_error(tmp_path, capsys, element_type: int, name: str) -> None:
+    model = onnx_model(dims=(T, N, C))
+    model.graph.input.append(helper.make_tensor_value_info("extra", element_type, [1]))
+    model.graph.output.append(helper.make_tensor_value_info("extra_copy", element_type, [1]))
+    model.graph.node.append(helper.make_node("Identity", ["extra"], ["extra_copy"]))
+    path = tmp_path / "typed.onnx"
+    save_onnx(model, str(path))
+    code, out, err = run(capsys, "eval", path, "--seed", "1", "--runtime", "onnxruntime")
+    assert code == 2 and err.count("\n") == 1, out + err
+    assert f"model input 'extra' has element type {name}: ctcop eval feeds bool, integer" in err, err
+
+
+def test_an_input_of_dynamic_rank_takes_any_rank_from_the_npz(tmp_path, capsys) -> None:
+    logits = ops.parameter(openvino.PartialShape.dynamic(), np.float32, name="logits")
+    lengths = [ops.parameter([N], np.int32, name=name) for name in ("logit_length", "label_length")]
+    labels = ops.parameter([N, T], np.int32, name="labels")
+    for node in (logits, *lengths, labels):
+        node.output(0).get_tensor().set_names({node.get_friendly_name()})
+    loss = opset4.ctc_loss(logits, lengths[0], labels, lengths[1])
+    model = openvino.Model([ops.result(loss)], [logits, lengths[0], labels, lengths[1]], "dynamic_rank")
+    openvino.save_model(model, str(tmp_path / "model.xml"), compress_to_fp16=False)
+    code, out, err = run(capsys, "eval", tmp_path / "model.xml", "--seed", "1")
+    assert code == 2 and "model input 'logits' has a dynamic rank: give --inputs FILE.npz" in err, out + err
+    rng = np.random.default_rng(3)
+    np.savez(
+        tmp_path / "inputs.npz",
+        logits=rng.normal(size=(N, T, C)).astype(np.float32),
+        logit_length=np.array([T, 4], np.int32),
+        labels=np.array([[1, 2, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]], np.int32),
+        label_length=np.array([2, 1], np.int32),
+    )
+    code, out, err = run(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz")
+    assert code == 0 and "verdict AGREE" in out, out + err
+
+
+def test_a_function_attribute_reference_outside_a_function_is_refused(tmp_path, capsys) -> None:
+    model = onnx_model(dims=(T, N, C))
+    node = model.graph.node[0]
+    kept = [a for a in node.attribute if a.name != "merge_repeated"]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    node.attribute.append(onnx.AttributeProto(name="merge_repeated", ref_attr_name="x", type=onnx.AttributeProto.INT))
+    path = tmp_path / "reference.onnx"
+    onnx.save(model, str(path))
+    for command in ("validate", "eval"):
+        assert_refused(run(capsys, command, path), "attribute 'merge_repeated' refers to a function attribute ('x')")
+
+
+def test_an_onnx_file_name_that_is_not_utf8_is_refused(tmp_path, capsys) -> None:
+    path = os.path.join(os.fsdecode(bytes(tmp_path)), os.fsdecode(b"model\xff.onnx"))
+    save_onnx(onnx_model(dims=(T, N, C)), str(tmp_path / "plain.onnx"))
+    shutil.copy(tmp_path / "plain.onnx", path)
+    for command in ("validate", "eval"):
+        assert_refused(run(capsys, command, path), "onnx reads files whose names are valid UTF-8 only")
+
+
+def test_a_model_changed_while_eval_runs_is_refused(tmp_path, capsys, monkeypatch) -> None:
+    # The runtime's worker reads the files again: a file swapped after ctcop checked it (here as
+    # the evaluation starts) would be judged against the checked one's reference.
+    from ctcop.layers import evaluate
+
+    released_ir(tmp_path / "model.xml", ctc_merge_repeated=True)
+    inputs_npz(tmp_path / "inputs.npz")
+    original = evaluate.evaluate_layers
+
+    def swapping(*args: object, **kwargs: object) -> None:
+        text = (tmp_path / "model.xml").read_text()
+        (tmp_path / "model.xml").write_text(text.replace('ctc_merge_repeated="true"', 'ctc_merge_repeated="false"'))
+        original(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "evaluate_layers", swapping)
+    out = tmp_path / "report.json"
+    assert_refused(
+        run(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz", "--json", out),
+        "changed while ctcop eval read it; nothing is reported",
+    )
+    assert not out.exists()

@@ -1,6 +1,6 @@
 """Fuzzing the exported graphs (spec 11.5: exported graphs are total functions).
 
-For each runtime form, a crash-isolated child process (tests/fuzz_worker.py) runs ctcop's exported
+For each runtime form, a crash-isolated worker process (tests/fuzz_worker.py) runs ctcop's exported
 graph on inputs of the declared ranks and element types, valid or not (tests/fuzz_strategies.py:
 ``graph_cases``), fed one at a time by hypothesis through a pipe. Each result must equal
 ``ctcop.ctc_loss_or_nan`` (NaN exactly where it is NaN, +inf where +inf, finite values within
@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,9 +29,10 @@ from fuzz_strategies import Batch, GraphCase, budget, graph_cases
 from hypothesis import given
 
 import ctcop
+from ctcop.isolated import Failed, Lost, Worker
 from ctcop.tolerance import compare
 
-WORKER = str(Path(__file__).with_name("fuzz_worker.py"))
+WORKER = "fuzz_worker:evaluate"
 ALL_FLOATS = ("float16", "float32", "float64")
 OPENVINO_FLOATS = ("float16", "float32")
 RUNTIME_FLOATS = {
@@ -57,46 +56,27 @@ class ChildFailure(AssertionError):
 
 
 class Child:
-    """One worker process for one runtime; restarted after it dies."""
+    """One worker process for one runtime (tests/fuzz_worker.py); a fresh one after it dies."""
 
     def __init__(self, runtime: str, folder: Path) -> None:
         self.runtime, self.folder = runtime, folder
-        self.process: subprocess.Popen[str] | None = None
+        self.worker: Worker | None = None
         self.crashes = 0
         self.calls = 0
 
-    def _start(self) -> subprocess.Popen[str]:
-        stderr = open(self.folder / "stderr.txt", "ab")  # noqa: SIM115 (lives as long as the child)
-        self.process = subprocess.Popen(
-            [sys.executable, WORKER, self.runtime, str(self.folder)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            bufsize=1,
-        )
-        stderr.close()
-        return self.process
+    def _alive(self) -> Worker:
+        if self.worker is None:
+            with open(self.folder / "stderr.txt", "ab") as stderr:  # the worker keeps its own copy
+                self.worker = Worker(WORKER, stderr=stderr)
+        return self.worker
 
-    def _alive(self) -> subprocess.Popen[str]:
-        if self.process is None or self.process.poll() is not None:
-            return self._start()
-        return self.process
-
-    def _died(self, path: Path, why: str) -> ChildFailure:
-        assert self.process is not None
-        if why != "hung":
-            code = self.process.wait()
-            why = f"died with exit code {code}"
-        self.process = None
-        current = (self.folder / "current").read_text() if (self.folder / "current").exists() else "?"
+    def _died(self, path: Path, how: str) -> ChildFailure:
+        self.worker = None
         self.crashes += 1
         kept = self.folder / f"crash-{self.crashes}.npz"
         shutil.copyfile(path, kept)
         tail = (self.folder / "stderr.txt").read_text(errors="replace").strip().splitlines()[-3:]
-        return ChildFailure(
-            f"{self.runtime}: the child {why} running {current} (kept as {kept}); stderr: {' | '.join(tail)}"
-        )
+        return ChildFailure(f"{self.runtime}: the child ended ({how}) on {kept}; stderr: {' | '.join(tail)}")
 
     def run(self, batch: Batch) -> np.ndarray:
         self.calls += 1
@@ -108,33 +88,19 @@ class Child:
             labels=batch.labels,
             **{name: np.array(value) for name, value in batch.attributes.items()},
         )
-        process = self._alive()
+        worker = self._alive()
         try:
-            assert process.stdin is not None and process.stdout is not None
-            process.stdin.write(f"{path}\n")
-            process.stdin.flush()
-        except BrokenPipeError:
-            raise self._died(path, "died") from None
-        if not select.select([process.stdout], [], [], ANSWER_TIMEOUT_S)[0]:
-            process.kill()
-            raise self._died(path, "hung")
-        line = process.stdout.readline()
-        if not line:
-            raise self._died(path, "died")
-        answer = json.loads(line)
-        if "error" in answer:
-            raise ChildFailure(f"{self.runtime}: the graph raised {answer['error']}")
+            worker.send({"runtime": self.runtime, "path": str(path)})
+            worker.answer(ANSWER_TIMEOUT_S)
+        except Lost as lost:
+            raise self._died(path, lost.how) from None
+        except Failed as failed:
+            raise ChildFailure(f"{self.runtime}: the graph raised {failed}") from None
         return np.load(str(path) + ".out.npy")
 
     def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.worker is not None:
+            self.worker.end()
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import pytest
 import ctcop
 from ctcop import recursion
 from ctcop.conformance.cases import random_case
+from ctcop.reference import openvino_ctc_loss_grad
 
 
 @pytest.mark.parametrize(("collapse", "merge"), [(False, True), (True, True), (False, False), (True, False)])
@@ -170,3 +171,66 @@ def test_checkpoint_segments_and_threads_change_no_bit(
         np.testing.assert_array_equal(alone[1][:, 0], expected[1][:, i])
     assert np.isnan(loss[1]) and np.isnan(grad[:17, 1]).all() and (grad[17:, 1] == 0).all()
     assert loss[3] == np.inf and (grad[:, 3] == 0).all()
+
+
+def released_batch(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """A released batch (spec 7): logits [N, T, C], lengths, labels of classes other than a
+    random blank in the prefix and anything beyond it, targets longer than their frames among them."""
+    n, frames, classes = int(rng.integers(1, 4)), int(rng.integers(0, 6)), int(rng.integers(2, 5))
+    blank = int(rng.integers(0, classes))
+    others = np.array([c for c in range(classes) if c != blank])
+    logits = rng.normal(size=(n, frames, classes)) * float(rng.choice([0.5, 3.0]))
+    labels = rng.choice(others, size=(n, frames)) if frames else np.zeros((n, 0), np.int64)
+    logit_length = rng.integers(0, frames + 1, size=n)
+    label_length = rng.integers(0, frames + 1, size=n)
+    return logits, logit_length, labels, label_length, np.int64(blank)
+
+
+@pytest.mark.parametrize(
+    "attributes", [{}, {"preprocess_collapse_repeated": True}, {"unique": True}, {"ctc_merge_repeated": False}]
+)
+def test_released_gradient_matches_finite_differences(attributes: dict[str, bool]) -> None:
+    rng = np.random.default_rng(len(str(attributes)))
+    checked = 0
+    for _ in range(40):
+        logits, *rest = released_batch(rng)
+        loss, grad = openvino_ctc_loss_grad(logits, *rest, **attributes)
+        np.testing.assert_array_equal(loss, ctcop.openvino_ctc_loss(logits, *rest, **attributes))
+        assert grad.shape == logits.shape and grad.dtype == logits.dtype
+        step = 1e-6
+        for index in np.ndindex(logits.shape):
+            i, t, _ = index
+            if not np.isfinite(loss[i]) or t >= rest[0][i]:
+                assert grad[index] == 0.0
+                continue
+            up, down = logits.copy(), logits.copy()
+            up[index] += step
+            down[index] -= step
+            numeric = (
+                ctcop.openvino_ctc_loss(up, *rest, **attributes)[i]
+                - ctcop.openvino_ctc_loss(down, *rest, **attributes)[i]
+            ) / (2 * step)
+            assert grad[index] == pytest.approx(numeric, abs=1e-7), index
+            checked += 1
+    assert checked > 150
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_released_gradient_is_the_time_major_gradient_transposed(dtype: str) -> None:
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        case = random_case(rng, max_t=7, max_c=5, max_n=4)
+        inputs = case.inputs.astype(dtype)
+        keep = case.labels != -1
+        compact = np.take_along_axis(case.labels, np.argsort(~keep, axis=1, kind="stable"), axis=1)
+        for merge in (True, False):
+            loss, grad = ctcop.ctc_loss_grad(inputs, case.sequence_mask, case.labels, merge_repeated=merge)
+            released = openvino_ctc_loss_grad(
+                inputs.transpose(1, 0, 2),
+                case.sequence_mask.sum(axis=0),
+                compact,
+                keep.sum(axis=1),
+                ctc_merge_repeated=merge,
+            )
+            np.testing.assert_array_equal(released[0], loss)
+            np.testing.assert_array_equal(released[1], grad.transpose(1, 0, 2))

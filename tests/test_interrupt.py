@@ -67,7 +67,7 @@ from ctcop.conformance import report
 step = report.Progress.step
 
 
-def announced(self: report.Progress, result: dict) -> None:
+def announced(self: report.Progress, result: object) -> None:
     step(self, result)
     if self.done == 1:
         print("first result", flush=True)
@@ -138,7 +138,7 @@ def assert_interrupted(result: subprocess.CompletedProcess, workers: list[int], 
 
 @pytest.mark.parametrize(("signum", "name"), [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
 def test_conformance_interrupted_writes_a_partial_report(tmp_path, signum: int, name: str) -> None:
-    # The workers are forked from ctcop itself; the signal goes once the first result is in.
+    # The workers are ctcop's own child processes; the signal goes once the first result is in.
     report = str(tmp_path / "out.json")
     junit = str(tmp_path / "out.xml")
     args = ["-c", ANNOUNCING, "conformance", "--json", report, "--junit", junit, "--jobs", "2"]

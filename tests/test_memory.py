@@ -1,76 +1,52 @@
 """Peak memory of the reference (spec sections 4.5 and 5), measured as resident memory.
 
 The compiled kernels allocate through numba's runtime, which tracemalloc does not see, so each
-measurement runs in a child process: it builds the inputs, warms the kernels up on a tiny batch,
-resets the kernel's peak-RSS mark (``/proc/self/clear_refs``), makes the call and reports the
-high-water mark above the resident size before the call. That counts everything the call
-touches: its result, the per-sample work of every thread, and any copy of the logits.
+measurement runs in a fresh worker process (:mod:`ctcop.memory_probe`): it builds the inputs,
+warms the kernels up on a tiny batch, resets the kernel's peak-RSS mark, makes the call and
+reports the high-water mark above the resident size before the call. That counts everything the
+call touches: its result, the per-sample work of every thread, and any copy of the logits.
 """
 
-import json
 import math
 import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
-from ctcop import recursion
+import ctcop
+from ctcop import memory_probe, recursion
 
 MB = 1e6
 THREADS = 2
 
 pytestmark = [
-    pytest.mark.skipif(
-        not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc/self/clear_refs to reset the peak RSS"
-    ),
-    pytest.mark.slow,  # a child process per measurement, up to 20000 frames
+    pytest.mark.skipif(memory_probe.available() is not None, reason=str(memory_probe.available())),
+    pytest.mark.slow,  # a worker process per measurement, up to 20000 frames
 ]
 
-CHILD = textwrap.dedent(
-    """
-    import json, sys
-    import numpy as np
-    import ctcop
 
-    def rss(field):
-        for line in open("/proc/self/status"):
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-        raise RuntimeError(field)
-
-    function, frames, batch, length, classes = sys.argv[1], *map(int, sys.argv[2:6])
+def child(request: dict[str, Any]) -> dict[str, int]:
+    """In a fresh worker: the peak of one call above the resident size before it, in bytes."""
+    frames, batch, length, classes = (request[name] for name in ("frames", "batch", "length", "classes"))
     rng = np.random.default_rng(0)
     inputs = rng.standard_normal(size=(frames, batch, classes), dtype=np.float32)
     mask = np.ones((frames, batch), dtype=np.int32)
     labels = np.full((batch, frames), -1, dtype=np.int64)
     labels[:, :length] = rng.integers(0, classes - 1, size=(batch, length))
-    call = getattr(ctcop, function)
+    call = getattr(ctcop, request["function"])
     call(inputs[:2, :1], mask[:2, :1], labels[:1, :2])  # compile or load the kernels first
-    with open("/proc/self/clear_refs", "w") as marks:
-        marks.write("5")
-    before = rss("VmRSS")
-    result = call(inputs, mask, labels)
-    peak = rss("VmHWM") - before
-    grad_bytes = result[1].nbytes if isinstance(result, tuple) else 0
-    print(json.dumps({"peak": peak, "grad_bytes": grad_bytes, "logits_bytes": inputs.nbytes}))
-    """
-)
+    results: list[Any] = []
+    peak = memory_probe.peak(lambda: results.append(call(inputs, mask, labels)))
+    grad_bytes = results[0][1].nbytes if isinstance(results[0], tuple) else 0
+    return {"peak": peak, "grad_bytes": grad_bytes, "logits_bytes": inputs.nbytes}
 
 
 def peak(function: str, frames: int, batch: int, length: int, classes: int) -> dict[str, int]:
-    """Peak resident bytes above the level before one call, in a child process on THREADS threads."""
-    result = subprocess.run(
-        [sys.executable, "-c", CHILD, function, str(frames), str(batch), str(length), str(classes)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "CTCOP_NUM_THREADS": str(THREADS)},
-    )
-    assert result.returncode == 0, result.stderr
-    measured: dict[str, int] = json.loads(result.stdout)
+    """Peak resident bytes above the level before one call, in a fresh worker on THREADS threads."""
+    request = {"function": function, "frames": frames, "batch": batch, "length": length, "classes": classes}
+    environment = {**os.environ, "CTCOP_NUM_THREADS": str(THREADS)}
+    measured: dict[str, int] = memory_probe.measure(f"{__name__}:child", request, env=environment)
     return measured
 
 

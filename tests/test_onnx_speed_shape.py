@@ -1,17 +1,15 @@
 """The shape of the ONNX function that its speed in onnxruntime rests on (spec 11.2), its accuracy
 where that shape matters, and its peak memory. No timings: those are in benchmarks/onnx_profile.py."""
 
-import json
-import os
-import subprocess
-import sys
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import onnx
 import pytest
 
 import ctcop
+from ctcop import memory_probe
 from ctcop.conformance.runtimes import RUNTIMES
 from ctcop.onnx import function, onnx_model
 
@@ -115,43 +113,34 @@ def test_float32_export_stays_accurate_over_2000_frames_with_few_classes() -> No
     np.testing.assert_allclose(got, expected, rtol=1.1e-6, atol=0)
 
 
-PEAK = """
-import json, sys
-import numpy as np
-import onnxruntime
-from ctcop.onnx import onnx_model, session_options
+def peak_child(request: dict[str, Any]) -> float:
+    """In a fresh worker: the peak of two calls after a first one, above the resident size before
+    them, over the logits' bytes."""
+    import onnxruntime
 
-def status(field):
-    with open("/proc/self/status") as lines:
-        return next(int(line.split()[1]) * 1024 for line in lines if line.startswith(field + ":"))
+    from ctcop.onnx import session_options
 
-frames, batch, classes, arena = json.loads(sys.argv[1])
-rng = np.random.default_rng(0)
-inputs = rng.normal(size=(frames, batch, classes)).astype(np.float32)
-mask = np.ones((frames, batch), np.int32)
-labels = rng.integers(0, classes - 1, size=(batch, frames)).astype(np.int64)
-labels[:, 20:] = -1
-model = onnx_model(dims=("T", "N", classes)).SerializeToString()
-session = onnxruntime.InferenceSession(model, session_options(2, arena=arena), providers=["CPUExecutionProvider"])
-feeds = {"inputs": inputs, "sequence_mask": mask, "labels": labels}
-session.run(None, feeds)
-with open("/proc/self/clear_refs", "w") as refs:
-    refs.write("5")
-before = status("VmRSS")
-for _ in range(2):
+    frames, batch, classes = request["frames"], request["batch"], request["classes"]
+    rng = np.random.default_rng(0)
+    inputs = rng.normal(size=(frames, batch, classes)).astype(np.float32)
+    mask = np.ones((frames, batch), np.int32)
+    labels = rng.integers(0, classes - 1, size=(batch, frames)).astype(np.int64)
+    labels[:, 20:] = -1
+    model = onnx_model(dims=("T", "N", classes)).SerializeToString()
+    options = session_options(2, arena=request["arena"])
+    session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    feeds = {"inputs": inputs, "sequence_mask": mask, "labels": labels}
     session.run(None, feeds)
-print(json.dumps((status("VmHWM") - before) / inputs.nbytes))
-"""
+    return memory_probe.peak(lambda: session.run(None, feeds), 2) / inputs.nbytes
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux's RSS high-water mark reset")
+@pytest.mark.skipif(memory_probe.available() is not None, reason=str(memory_probe.available()))
 @pytest.mark.parametrize("arena", [True, False])
 def test_peak_memory_is_a_small_fraction_of_the_logits(arena: bool) -> None:
     # No tensor of the logits' size: with more than 32 classes the frame terms are computed a
-    # cache-sized chunk of frames at a time (the export once took 2x the logits' bytes without
-    # onnxruntime's arena and 4.2x with it). Measured in a fresh process: the RSS high-water mark
+    # cache-sized chunk of frames at a time (one tensor of the logits' size would take 2x the
+    # logits' bytes without onnxruntime's arena, 4.2x with it). Measured in a fresh process: the RSS high-water mark
     # of two calls after a first one, over the logits' bytes (0.03x measured with the arena, 0.04x
     # to 0.3x without it, as glibc's heap grows).
-    argument = json.dumps([150, 16, 5000, arena])
-    run = subprocess.run([sys.executable, "-c", PEAK, argument], capture_output=True, text=True, check=True)
-    assert json.loads(run.stdout.strip().splitlines()[-1]) < 1.0
+    request = {"frames": 150, "batch": 16, "classes": 5000, "arena": arena}
+    assert memory_probe.measure(f"{__name__}:peak_child", request) < 1.0

@@ -70,7 +70,7 @@ def test_d5_float64_outputs_saturate_infinity(hint: str) -> None:
     # D5 is a property of the CPU plugin (spec 12.2): +inf in a float64 output becomes float32's
     # largest value, under f32 and under bf16 inference precision (the default on AVX-512-BF16 and
     # AMX CPUs, asked for here explicitly; a CPU without bfloat16 may refuse the hint or fall back
-    # to f32). ctcop's lowering makes its +inf at run time (G8); an inf *constant* under bf16
+    # to f32). ctcop's lowering makes its +inf at run time; an inf *constant* under bf16
     # became bfloat16's largest instead (D7, below).
     core = openvino.Core()
     model = ir_model(dtype="float64")
@@ -91,7 +91,7 @@ def test_d7_inf_and_nan_constants_become_65504_under_float16_inference_precision
     # D7 (spec 12.2): under f16 inference precision (the default on ARM CPUs; asked for here) the
     # plugin converts a float32 model's constants to float16 with saturation, NaN included, so
     # Select(c, inf or NaN constant, x) gives 65504; the same values computed at run time (1/0,
-    # 0/0) survive. The lowering therefore makes its +inf and NaN at run time (G8).
+    # 0/0) survive. The lowering therefore makes its +inf and NaN at run time.
     core = openvino.Core()
     if "FP16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
         pytest.skip("this CPU has no float16 inference precision")
@@ -112,7 +112,7 @@ def test_d6_int64_inputs_reach_integer_operators_wrapped_to_int32() -> None:
     # D6 (spec 12.2): the CPU plugin computes int64 (and uint64, uint32) in int32, wrapping the
     # input values (2**32 reads as 0), before an integer operator or a custom op's evaluate sees
     # them; a Convert straight to float32 still reads the true value, which is how the lowering
-    # tests labels and mask values (G7). The custom layer sees the wrapped values.
+    # tests labels and mask values. The custom layer sees the wrapped values.
     x = ops.parameter([3], np.int64)
     model = openvino.Model([ops.result(ops.convert(x, "f32")), ops.result(ops.convert(ops.negative(x), "f32"))], [x])
     direct, negated = openvino.Core().compile_model(model, "CPU")([np.array([2**32, 2**32 + 5, 7])]).values()

@@ -9,7 +9,7 @@ On every input of the declared ranks and element types each form returns ``ctc_l
 exactly where it has NaN, +inf where it has +inf, +0.0 and never -0.0, float32 finite values within
 ``ctcop.tolerance.compare``, with no allowance: the CPU plugin narrows int64, uint64 and uint32
 inputs to int32 by wrapping before an integer operator or a custom op sees them (spec 12.2 D6),
-so the lowering reads them through a float32 conversion first (G7) and the custom form guards its
+so the lowering reads them through a float32 conversion first and the custom form guards its
 layer with stock operators. A child that dies is retried from the next case, and the case that
 killed it fails its test. Float32 logits (float64 models are subject to D4/D5, tested in
 tests/test_ir_export.py), with one test per inference precision hint.
@@ -507,7 +507,7 @@ CAPABILITY = {"bf16": "bfloat16", "f16": "float16"}
 def test_nan_and_inf_survive_every_inference_precision(hint: str) -> None:
     # The plugin computes a float32 model in bfloat16 or float16 when asked (bf16 is the default
     # on AVX-512-BF16 and AMX CPUs, f16 on ARM), and under f16 it turns an inf or NaN *constant*
-    # into 65504 (spec 12.2 D7): the lowering makes them at run time (G8). The precision checked is
+    # into 65504 (spec 12.2 D7): the lowering makes them at run time. The precision checked is
     # the one the plugin compiled, read back from the compiled model. NaN and +-inf stand where
     # ctc_loss_or_nan has them (on logits rounded to float16 for f16, whose range ends at 65504);
     # finite values are checked for f32 and bf16 (ctcop's operators run in float32 there).

@@ -110,7 +110,7 @@ def test_peer_agrees_with_the_reference(name: str, case_id: str, request: pytest
     assert PEERS[name].available() is None
     chosen = case(case_id)
     result = verdict.judge(PEERS[name], chosen)
-    assert (result["status"], result["message"]) == ("pass", ""), f"{name} on {case_id}"
+    assert (result.status, result.message) == ("pass", ""), f"{name} on {case_id}"
 
 
 def test_importing_the_peers_loads_no_framework() -> None:
@@ -335,3 +335,14 @@ def test_d40_optax_nan_sample_gradient_is_nan_in_masked_frames(jax) -> None:
 
 def test_d41_optax_refuses_zero_frames(jax) -> None:
     reproduces("D41", refusal("optax", "spec/no_frames/float32", IndexError) is not None)
+
+
+def test_optax_takes_a_scalar_blank_only(jax) -> None:
+    message = refusal("optax", "invalid/released/blank_index_rank_1", Unsupported)
+    assert message == "optax's blank_id is an int, the case's blank_index has shape [1]"
+
+
+def test_optax_compilations_are_kept_for_later_processes(jax) -> None:
+    run("optax", "spec/hand_worked/float64")
+    assert jax.config.jax_compilation_cache_dir
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ import pytest
 
 from ctcop.conformance import classes, corpus, expected, junit, registry, report, runner, shard, suite, verdict
 from ctcop.conformance.protocol import Outcome
+from ctcop.conformance.result import REPORTED, Raised, Result, from_dict, to_dict
+from ctcop.tolerance import Mismatch, describe
 
 BAD = f"{Path(__file__).with_name('bad_runtimes.py')}:BAD"
 SMALL = "spec/hand_worked/*,spec/empty_targets/*"  # 8 cases, 4 of them with an empty target
@@ -209,25 +212,61 @@ def test_runtimes_that_are_not_installed_are_listed_not_run() -> None:
 # -- the pieces ----------------------------------------------------------------------------------
 
 
-def value(loss: list[str], bits: str = "a", grad: str = "") -> dict:
-    return {"kind": "value", "status": "pass", "max_abs_err": 0.0, "max_rel_err": 0.0, "message": "",
-            "loss": loss, "loss_bits": bits, "grad_bits": grad}  # fmt: skip
+def value(loss: list[str], bits: str = "a", grad: str = "") -> Result:
+    return Result("c", "r", "pass", "", max_abs_err=0.0, max_rel_err=0.0, answer="value", loss=tuple(loss),
+                  loss_bits=bits, grad_bits=grad)  # fmt: skip
 
 
 def test_two_runs_are_combined_bit_for_bit() -> None:
-    assert runner.combine(value(["1.5"]), value(["1.5"]))["status"] == "pass"
+    assert runner.combine(value(["1.5"]), value(["1.5"])).status == "pass"
     differ = runner.combine(value(["1.5", "nan"]), value(["1.5000001", "nan"], bits="b"))
-    assert differ["status"] == "nondeterministic"
-    assert differ["message"].startswith("sample 0: run 1 gave 1.5, run 2 gave 1.5000001")
+    assert differ.status == "nondeterministic"
+    assert differ.message.startswith("sample 0: run 1 gave 1.5, run 2 gave 1.5000001")
     grads = runner.combine(value(["1.5"], grad="x"), value(["1.5"], grad="y"))
-    assert grads["status"] == "nondeterministic" and "gradient differs" in grads["message"]
-    crash = {"kind": "crash", "status": "crash", "message": "the worker process died (killed by SIGSEGV)"}
-    assert runner.combine(crash, crash)["status"] == "crash"
-    assert runner.combine(crash, value(["1"]))["status"] == "nondeterministic"
-    late = {"kind": "timeout", "status": "timeout", "message": "no answer within 5 s"}
-    assert runner.combine(value(["1"]), late) == {
-        "status": "timeout", "max_abs_err": None, "max_rel_err": None, "message": "no answer within 5 s (run 2)"
-    }  # fmt: skip
+    assert grads.status == "nondeterministic" and "gradient differs" in grads.message
+    crash = Result("c", "r", "crash", "the worker process died (killed by SIGSEGV)", death="killed by SIGSEGV",
+                   answer="crash")  # fmt: skip
+    assert runner.combine(crash, crash).status == "crash"
+    assert runner.combine(crash, value(["1"])).status == "nondeterministic"
+    late = Result("c", "r", "timeout", "no answer within 5 s", answer="timeout")
+    assert runner.combine(value(["1"]), late) == Result(
+        "c", "r", "timeout", "no answer within 5 s (run 2)", max_abs_err=None, max_rel_err=None
+    )
+
+
+def judged() -> list[Result]:
+    """Results of every kind a run makes, from the verdict and the pool."""
+    case, bad = CASES["spec/hand_worked/float64"], CASES["invalid/label_is_blank"]
+    loss, grad = case.expected_loss, case.expected_grad
+    return [
+        verdict.judge(Answer(Outcome(loss, grad)), case, "r"),
+        verdict.judge(Answer(loss * 2), case, "r"),
+        verdict.judge(Answer(np.full_like(loss, np.inf)), case, "r"),
+        verdict.judge(Answer(Outcome(loss, grad + 1e-6)), case, "r"),
+        verdict.judge(Answer(np.array([1.0, np.nan])), bad, "r"),
+        verdict.judge(Answer(ValueError("no\nreally")), case, "r"),
+        verdict.judge(Answer(None), case, "r"),
+        Result(case.id, "r", "crash", "the worker process died (killed by SIGSEGV)", death="killed by SIGSEGV"),
+    ]
+
+
+def test_a_result_is_judged_from_fields_and_survives_json() -> None:
+    results = judged()
+    assert [r.status for r in results] == ["pass", "fail", "fail", "fail", "fail", "error", "error", "crash"]
+    assert [r.mismatch.kind if r.mismatch else None for r in results] == [
+        None, "loss", "loss", "gradient", "accepted-invalid-input", None, None, None
+    ]  # fmt: skip
+    assert results[2].max_abs_err == results[2].max_rel_err == np.inf
+    assert (
+        results[5].raised == Raised("ValueError", "no ... really") and results[5].message == "ValueError: no ... really"
+    )
+    for result in results:
+        assert from_dict(json.loads(json.dumps(to_dict(result), allow_nan=False))) == result
+    written = json.loads(report.dumps({"results": results}))["results"]
+    assert [list(row) for row in written] == [list(REPORTED)] * len(results)
+    assert [from_dict(row) for row in written] == [
+        replace(r, answer="", loss=(), loss_bits="", grad_bits="") for r in results
+    ]
 
 
 def test_nan_bits_are_one_nan_and_signed_zeros_differ() -> None:
@@ -253,27 +292,34 @@ class Answer:
 def test_a_case_to_reject_passes_on_an_exception_or_nan_for_its_offending_samples() -> None:
     per_sample = CASES["invalid/label_is_blank"]  # labels[0, 1] is the blank: sample 0 offends
     assert verdict.offending(per_sample).tolist() == [True, False]
-    assert verdict.judge(Answer(ValueError("no")), per_sample)["status"] == "pass"
-    assert verdict.judge(Answer(np.array([np.nan, 2.0])), per_sample)["status"] == "pass"
+    assert verdict.judge(Answer(ValueError("no")), per_sample).status == "pass"
+    assert verdict.judge(Answer(np.array([np.nan, 2.0])), per_sample).status == "pass"
     accepted = verdict.judge(Answer(np.array([1.0, np.nan])), per_sample)
-    assert accepted["status"] == "fail" and "accepted invalid input (rule 3.3" in accepted["message"]
+    assert accepted.status == "fail" and "accepted invalid input (rule 3.3" in accepted.message
+    assert accepted.mismatch == Mismatch("accepted-invalid-input", sample=0, got=1.0)
     batch = CASES["invalid/labels_shape"]  # a shape: every sample
     assert verdict.offending(batch) is None
-    assert verdict.judge(Answer(np.array([np.nan, np.nan])), batch)["status"] == "pass"
-    assert verdict.judge(Answer(np.array([np.nan, 1.0])), batch)["status"] == "fail"
+    assert verdict.judge(Answer(np.array([np.nan, np.nan])), batch).status == "pass"
+    assert verdict.judge(Answer(np.array([np.nan, 1.0])), batch).status == "fail"
     released = CASES["invalid/released/label_length_negative"]  # label_length[1]
     assert verdict.offending(released).tolist() == [False, True]
-    assert verdict.judge(Answer(np.array([3.0, np.nan])), released)["status"] == "pass"
+    assert verdict.judge(Answer(np.array([3.0, np.nan])), released).status == "pass"
+    every = CASES["invalid/released/label_is_blank_in_prefix"]  # blank 1: both label rows hold it
+    assert verdict.offending(every) is None
+    assert verdict.judge(Answer(np.array([np.nan, 3.0])), every).status == "fail"
 
 
 def test_value_cases_compare_the_loss_then_the_gradient() -> None:
     case = CASES["spec/hand_worked/float64"]
     loss, grad = case.expected_loss, case.expected_grad
-    assert verdict.judge(Answer(Outcome(loss, grad)), case)["status"] == "pass"
-    assert verdict.judge(Answer(ValueError("x")), case)["status"] == "error"
+    assert verdict.judge(Answer(Outcome(loss, grad)), case).status == "pass"
+    assert verdict.judge(Answer(ValueError("x")), case).status == "error"
     off = verdict.judge(Answer(Outcome(loss, grad + 1e-6)), case)
-    assert off["status"] == "fail" and off["message"].startswith("gradient")
-    assert verdict.judge(Answer(loss * (1 + 1e-6)), case)["status"] == "fail"
+    assert off.status == "fail" and off.message.startswith("gradient")
+    assert off.mismatch is not None and off.mismatch.kind == "gradient" and off.mismatch.off == off.mismatch.entries
+    wrong = verdict.judge(Answer(loss * (1 + 1e-6)), case)
+    assert wrong.status == "fail"
+    assert wrong.mismatch == Mismatch("loss", sample=0, got=float(loss[0] * (1 + 1e-6)), expected=float(loss[0]))
 
 
 def test_the_gradient_rule_scales_with_each_samples_loss() -> None:
@@ -312,10 +358,10 @@ def test_expected_failures_format() -> None:
     for bad in ("justone\n", "[{}]", "{", '{"expected_failures": 3}'):
         with pytest.raises(ValueError):
             expected.parse(bad)
-    failing = {"runtime": "openvino", "case": "spec/empty_x", "status": "crash", "message": "died"}
-    assert expected.apply(failing, entries, [])["status"] == "xfail"
-    assert expected.apply(failing | {"status": "pass"}, entries, [])["status"] == "xpass"
-    assert expected.apply(failing | {"status": "skip"}, entries, [])["status"] == "skip"
+    failing = Result("spec/empty_x", "openvino", "crash", "died")
+    assert expected.apply(failing, entries, []).status == "xfail"
+    assert expected.apply(replace(failing, status="pass"), entries, []).status == "xpass"
+    assert expected.apply(replace(failing, status="skip"), entries, []).status == "skip"
 
 
 def test_shards_partition_the_selection() -> None:
@@ -328,24 +374,26 @@ def test_shards_partition_the_selection() -> None:
             shard.parse(bad)
 
 
+def failed(found: Mismatch) -> Result:
+    return Result("c", "r", "fail", describe(found), mismatch=found)
+
+
 def test_failure_classes_name_the_spec_section_not_a_registered_id() -> None:
     # An unregistered failure is classified by what it departs from; the registry alone gives ids.
     facts = classes.facts(CASES["spec/empty_targets/float32"])
-    crash = {"status": "crash", "message": "the worker process died (killed by SIGSEGV)"}
+    crash = Result("c", "r", "crash", "the worker process died (killed by SIGSEGV)", death="killed by SIGSEGV")
     assert classes.classify(crash, facts) == ("crash on an empty target (killed by SIGSEGV)", "spec 4.4")
     float64 = classes.facts(CASES["spec/hand_worked/float64"])
-    d4 = {"status": "fail", "message": "sample 0: got 1.0900000095367432, expected 1.0900000000000001"}
+    d4 = failed(Mismatch("loss", sample=0, got=1.0900000095367432, expected=1.0900000000000001))
     assert classes.classify(d4, float64) == ("float64 computed in float32", "spec 6")
-    d5 = {"status": "fail", "message": "sample 1: got 3.4028234663852886e+38, expected inf"}
+    d5 = failed(Mismatch("loss", sample=1, got=3.4028234663852886e38, expected=np.inf))
     assert classes.classify(d5, float64) == ("+inf saturated to a large finite value", "spec 6")
     big = classes.facts(CASES["spec/logits_1e4/float32"])
-    unshifted = {"status": "fail", "message": "sample 0: got inf, expected 3.5"}
+    unshifted = failed(Mismatch("loss", sample=0, got=np.inf, expected=3.5))
     assert classes.classify(unshifted, big) == ("+inf or NaN at large logits (no max subtracted)", "spec 4.2")
     groups = classes.group(
-        [{"runtime": "r", "case": "spec/empty_targets/float32", **crash},
-         {"runtime": "r", "case": "spec/empty_targets/float16", **crash}],
-        CASES,
-    )  # fmt: skip
+        [replace(crash, case="spec/empty_targets/float32"), replace(crash, case="spec/empty_targets/float16")], CASES
+    )
     assert [(g.count, g.smallest) for g in groups] == [(2, "spec/empty_targets/float16")]
 
 
@@ -363,7 +411,7 @@ def test_runtime_modules_take_objects_lists_and_callables(tmp_path) -> None:
 
 
 def test_junit_document_maps_every_status() -> None:
-    results = [{"runtime": "r", "case": f"c/{s}", "status": s, "message": f"m\x00{s}"} for s in
+    results = [Result(f"c/{s}", "r", s, f"m\x00{s}") for s in
                ("pass", "fail", "error", "crash", "timeout", "skip", "xfail", "xpass", "nondeterministic")]  # fmt: skip
     root = ET.fromstring(junit.document([{"name": "r", "available": True, "reason": None}], results))
     suite = root.find("testsuite")
@@ -371,13 +419,12 @@ def test_junit_document_maps_every_status() -> None:
     assert [suite.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["9", "3", "3", "2"]
 
 
-def test_workers_are_forked_and_reaped(tmp_path) -> None:
+def test_workers_are_reaped(tmp_path) -> None:
     before = set(os.listdir("/proc"))
-    seen: list[dict] = []
+    seen: list[Result] = []
     cases = [CASES["spec/hand_worked/float64"], CASES["spec/empty_targets/float32"]]
-    runtimes = {r.name: r for r in registry.load_module(f"{Path(__file__).with_name('bad_runtimes.py')}:BAD")}
-    runner.run_cases({"abort": runtimes["abort"]}, cases, runner.Settings(jobs=2, preload=False), seen.append)
-    assert sorted((r["case"], r["status"]) for r in seen) == [
+    runner.run_cases(runner.Runtimes(("abort",), (BAD,)), cases, runner.Settings(jobs=2), seen.append)
+    assert sorted((r.case, r.status) for r in seen) == [
         ("spec/empty_targets/float32", "crash"),
         ("spec/hand_worked/float64", "pass"),
     ]

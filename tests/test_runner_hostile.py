@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from ctcop.conformance import corpus, expected, registry, report, runner, shard, verdict
+from ctcop.conformance.result import Result
 
 HERE = Path(__file__).parent
 BAD_FILE = HERE / "bad_runtimes.py"
@@ -58,9 +59,9 @@ def test_a_runtime_writing_into_its_inputs_changes_nothing_for_the_next() -> Non
     case = fresh_case("spec/random_10_nomerge/float32")
     assert (case.inputs["labels"] == -1).any()
     careless = verdict.judge(module_runtimes("HOSTILE")[0], case)
-    assert careless["status"] == "error" and "read-only" in careless["message"], careless
+    assert careless.status == "error" and "read-only" in careless.message, careless
     assert (case.inputs["labels"] == -1).any()  # the case is as it was
-    assert verdict.judge(reference(), case)["status"] == "pass"
+    assert verdict.judge(reference(), case).status == "pass"
 
 
 def test_what_a_runtime_is_handed_is_fresh_and_read_only() -> None:
@@ -107,7 +108,7 @@ def test_a_misanswering_runtime_is_an_error_that_says_why(index: int, said: str)
     # a KeyboardInterrupt or a SystemExit is no clean rejection of an invalid case either
     for case_id in ("spec/hand_worked/float64", *(["invalid/label_at_least_c"] if index in (1, 2) else [])):
         got = verdict.judge(runtime, fresh_case(case_id))
-        assert got["status"] == "error" and said in got["message"], (case_id, got)
+        assert got.status == "error" and said in got.message, (case_id, got)
 
 
 class Answers:
@@ -131,16 +132,17 @@ class Answers:
 )
 def test_no_loss_or_a_complex_loss_is_an_error_that_says_why(value: object, said: str) -> None:
     got = verdict.judge(Answers(value), fresh_case("spec/hand_worked/float64"))
-    assert (got["status"], got["message"]) == ("error", said)
+    assert (got.status, got.message) == ("error", said)
 
 
 @pytest.mark.slow
 def test_misanswering_runtimes_are_errors_in_the_workers_not_crashes() -> None:
-    runtimes = {r.name: r for r in module_runtimes("MISANSWERING")}
-    results: list[dict] = []
+    names = tuple(r.name for r in module_runtimes("MISANSWERING"))
+    results: list[Result] = []
     cases = [fresh_case("spec/hand_worked/float64")]
-    runner.run_cases(runtimes, cases, runner.Settings(jobs=2, timeout_s=HANG_S, preload=False), results.append)
-    assert {r["runtime"]: r["status"] for r in results} == dict.fromkeys(runtimes, "error"), results
+    runtimes = runner.Runtimes(names, (f"{BAD_FILE}:MISANSWERING",))
+    runner.run_cases(runtimes, cases, runner.Settings(jobs=2, timeout_s=HANG_S), results.append)
+    assert {r.runtime: r.status for r in results} == dict.fromkeys(names, "error"), results
 
 
 # -- runtime modules are loaded in a probe process first -------------------------------------------
@@ -267,6 +269,13 @@ def with_rows(shard_text: str, *rows: dict, **changes: object) -> dict:
     return document | changes
 
 
+def test_merged_text_is_printable_and_capped() -> None:
+    second = with_rows("2/2", row("c2", status="skip", message="no \ud800 \x1b[31m here " + "x" * 10**6))
+    merged = report.merge([with_rows("1/2", row("c1")), second], ["a.json", "b.json"])
+    message = merged["results"][1].message
+    assert message.startswith("no \\ud800 \\x1b[31m here xxx") and len(message) == 2000
+
+
 @pytest.mark.parametrize(
     ("second", "said"),
     [
@@ -274,7 +283,18 @@ def with_rows(shard_text: str, *rows: dict, **changes: object) -> dict:
         (with_rows("2/2", row("c2"), row("c2")), "(reference on c2) is also in b.json"),
         (with_rows("2/2", row("c2", runtime="ghost")), "runtime 'ghost', which the report does not list"),
         (with_rows("2/2", row("c2", max_abs_err=[1])), "errors that are not numbers"),
+        (with_rows("2/2", row("c2", max_rel_err=10**400)), "errors that are not numbers"),
         (with_rows("2/2", row("c2", defect=7)), "a defect that is not an id"),
+        (with_rows("2/2", row("c2", status="xfail", defect="Dx")), "a defect that is not an id"),
+        (with_rows("2/2", row("c2", status="xpass", defect="D" + "9" * 5000)), "a defect that is not an id"),
+        (with_rows("2/2", row("c2", runtime="ref\ud800")), "a runtime that is not a runtime name"),
+        (
+            with_rows("2/2", row("c2"), runtimes=[{"name": "reference", "available": True, "reason": None}]),
+            "runtime 0 is not {name, description, available, reason}",
+        ),
+        (with_rows("2/2", row("c2", mismatch={"kind": "loss", "got": [1]})), "a mismatch that is not one"),
+        (with_rows("2/2", row("c2", mismatch={"kind": "guess"})), "a mismatch that is not one"),
+        (with_rows("2/2", row("c2", raised={"type": 3, "text": ""})), "a raised that is not {type, text}"),
         (with_rows("2/2", row("c2"), complete="yes"), "complete is not true/false"),
         (with_rows("2/2", row("c2")) | {"selection": {"patterns": [], "shard": "2/2", "cases": -5}}, "negative"),
     ],
@@ -405,3 +425,79 @@ def test_runtime_text_is_one_printable_line_and_an_unreadable_message_is_an_erro
     )  # fmt: skip
     assert (rows["mute"]["status"], rows["mute"]["message"]) == ("error", "Unreadable: (no readable message)")
     assert rows["chatty"]["message"] == "ValueError: compiling the model failed ... because the kernel is missing"
+
+
+# -- a runtime that corrupts its worker costs its own rows only -----------------------------------
+
+CORRUPTING = """
+import os
+
+import numpy as np
+
+import ctcop
+from ctcop.conformance.protocol import Unsupported
+
+
+def reference(case):
+    if case.form != "spec":
+        raise Unsupported("the spec's form only")
+    x = case.inputs
+    return ctcop.ctc_loss(x["inputs"], x["sequence_mask"], x["labels"], **case.attributes)
+
+
+class Forker:
+    name, description = "forker", "forks inside run: two processes answer"
+
+    def run(self, case):
+        os.fork()
+        return reference(case)
+
+
+class Raising:
+    name, description = "raising", "sets numpy's error state to raise, and the recursion limit low"
+
+    def run(self, case):
+        np.seterr(all="raise")
+        return reference(case)
+
+
+class Writer:
+    name, description = "writer", "writes a line to every descriptor it has"
+
+    def run(self, case):
+        for fd in range(3, 256):
+            try:
+                os.write(fd, b'{"id": 1, "answer": null}\\n')
+            except OSError:
+                pass
+        return reference(case)
+
+
+class Broadcast:
+    name, description = "broadcast", "answers a broadcast view of 2^40 losses"
+
+    def run(self, case):
+        return np.broadcast_to(np.float64(1.0), (2**40,))
+
+
+RUNTIMES = [Forker(), Raising(), Writer(), Broadcast()]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_runtime_that_corrupts_its_worker_leaves_the_others_alone(tmp_path: Path, jobs: str) -> None:
+    module = tmp_path / "corrupting.py"
+    module.write_text(CORRUPTING)
+    out = tmp_path / "report.json"
+    result = ctcop(
+        "conformance", "--runtime-module", f"{module}:RUNTIMES", "--runtimes",
+        "forker,reference,raising,onnxruntime,writer,broadcast",
+        "--select", "spec/random_0[0-2]*/float32", "--jobs", jobs, "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 1 and "internal error" not in result.stderr, result.stdout + result.stderr
+    summary = json.loads(out.read_text())["summary"]
+    for innocent in ("reference", "onnxruntime", "raising"):
+        assert summary[innocent]["pass"] == 3, summary
+    assert summary["broadcast"]["fail"] == 3, summary
+    assert summary["writer"]["pass"] == 0, summary

@@ -1,5 +1,5 @@
-"""The core's thread pool: results independent of the thread count, and usable in forked children
-(the conformance runner and `ctcop eval` fork workers after the parent may have used the core)."""
+"""The core's thread pool: results independent of the thread count, and usable in a child that a
+program forks after it has used the core (ctcop's own workers are spawned, :mod:`ctcop.isolated`)."""
 
 import os
 import subprocess

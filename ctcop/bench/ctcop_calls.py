@@ -13,7 +13,7 @@ import numpy as np
 
 import ctcop
 
-from ..conformance.peers.common import framework
+from ..frameworks import framework
 from ..schema import form
 from .prepared import Prepare, Prepared, Result, openvino_config, openvino_infer
 from .shapes import Inputs

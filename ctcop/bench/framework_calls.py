@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from ..conformance.peers.common import framework
-from .prepared import Layout, Prepare, Prepared, Result, layout, native_stderr_silenced, openvino_config, openvino_infer
+from ..frameworks import framework
+from ..native_stderr import native_stderr_silenced
+from .prepared import Layout, Prepare, Prepared, Result, layout, openvino_config, openvino_infer
 from .shapes import Inputs
 from .threads import tensorflow_threads, torch_threads
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..conformance.peers.common import missing
+from ..frameworks import missing
 from .ctcop_calls import ctcop_forward, ctcop_grad, exp_floor, onnxruntime, openvino_ir, openvino_onnx
 from .framework_calls import openvino_native, optax, tensorflow, torch_backward, torch_forward
 from .prepared import Prepare

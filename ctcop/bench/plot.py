@@ -7,7 +7,7 @@ import importlib
 import importlib.util
 from typing import Any
 
-from ..options import atomic_output
+from ..files import atomic_output
 from .implementations import IMPLEMENTATIONS
 from .results import Results
 

@@ -3,10 +3,7 @@ conversions the frameworks share."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,18 +65,3 @@ def openvino_infer(compiled: Any, inputs: list[np.ndarray]) -> Prepared:
         return np.array(outputs[0]), None
 
     return Prepared(call)
-
-
-@contextlib.contextmanager
-def native_stderr_silenced() -> Iterator[None]:
-    """File descriptor 2 on /dev/null for the duration: TensorFlow logs to it from native code
-    while it starts, whatever ``TF_CPP_MIN_LOG_LEVEL`` says (its exceptions still raise)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)

@@ -16,9 +16,9 @@ import os
 import platform
 import sys
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from ..frameworks import versions as installed_versions
 from .implementations import IMPLEMENTATIONS
 from .memory import METHOD, Memory
 from .ratios import ratio_value, usable_ratios
@@ -84,13 +84,8 @@ def machine(cores: int) -> dict[str, Any]:
 
 
 def versions() -> dict[str, str]:
-    found = {}
-    for package in PACKAGES:
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            continue
-    return found
+    """The installed versions of :data:`PACKAGES`."""
+    return installed_versions(PACKAGES)
 
 
 @dataclass

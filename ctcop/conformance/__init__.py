@@ -1,13 +1,14 @@
 """The conformance wing: cases as data, one adapter per runtime, the crash-isolated runner and
-its report (spec section 10 for the comparison rule, 11.4 and 12.2 for the defects it finds).
+its report (spec section 10 for the comparison rule and the registry of known defects).
 
 Modules:
 
 - :mod:`.suite`: a run from start to end, as ``ctcop conformance`` does it (also ``write_corpus``);
 - :mod:`.registry`: where the runtimes come from (built-in adapters, the framework peers,
   ``--runtime-module`` plug-ins);
-- :mod:`.runner`: every runtime on every case in forked, crash-isolated workers, twice, and the
-  combination of the two runs;
+- :mod:`.runner`: every runtime on every case, twice, and the combination of the two runs;
+  :mod:`.pool`: the crash-isolated worker processes that run them;
+- :mod:`.result`: the one result type (:class:`~.result.Result`) and its JSON;
 - :mod:`.verdict`: one evaluation judged (the loss by spec 10, the per-sample gradient rule, the
   rejection rule);
 - :mod:`.classes`: the failure classes; :mod:`.expected`: expected failures;

@@ -1,5 +1,4 @@
-"""``python -m ctcop.conformance ARGS`` is ``ctcop conformance ARGS`` (the runner forks its
-workers from the running process; there is no separate worker entry point any more)."""
+"""``python -m ctcop.conformance ARGS`` is ``ctcop conformance ARGS``."""
 
 import sys
 

@@ -45,7 +45,7 @@ import dataclasses
 import fnmatch
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -53,9 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import canonical, recursion
 from ..attributes import Attributes
-from ..reference import ctc_loss, ctc_loss_grad, openvino_ctc_loss
+from ..reference import ctc_loss, ctc_loss_grad, openvino_ctc_loss, openvino_ctc_loss_grad
 
 FORMAT = "ctcop-corpus-1"
 MANIFEST = "case.json"
@@ -172,20 +171,14 @@ def reference_loss(form: str, inputs: Mapping[str, np.ndarray], attributes: Mapp
 
 
 def reference_grad(form: str, inputs: Mapping[str, np.ndarray], attributes: Mapping[str, bool]) -> np.ndarray:
-    """The reference gradient: [T, N, C] for the spec form (``ctcop.ctc_loss_grad``); for the released
-    form the gradient with respect to ``logits`` [N, T, C], from the same canonical batch and
-    recursion as ``ctcop.openvino_ctc_loss`` (the recursion writes it in the logits' layout)."""
+    """The reference gradient: [T, N, C] for the spec form (``ctcop.ctc_loss_grad``), the gradient
+    with respect to ``logits`` [N, T, C] for the released form (``openvino_ctc_loss_grad``)."""
     if form == "spec":
         return ctc_loss_grad(inputs["inputs"], inputs["sequence_mask"], inputs["labels"], **attributes)[1]
-    batch = canonical.from_openvino(
-        inputs["logits"],
-        inputs["logit_length"],
-        inputs["labels"],
-        inputs["label_length"],
-        inputs.get("blank_index"),
-        **attributes,
-    )
-    return recursion.log_likelihood_and_grad(batch)[1]
+    x = inputs
+    return openvino_ctc_loss_grad(
+        x["logits"], x["logit_length"], x["labels"], x["label_length"], x.get("blank_index"), **attributes
+    )[1]
 
 
 @dataclass(frozen=True)
@@ -230,24 +223,27 @@ class CorpusCase:
         vars(fresh)["inputs"] = arrays  # the cached_property's slot: never read again from files
         return fresh
 
-    @cached_property
-    def expected_loss(self) -> np.ndarray | None:
-        """The expected loss [N] (None for a case that must be rejected)."""
+    def _expected(
+        self, name: str, compute: Callable[[str, Mapping[str, np.ndarray], Attributes], np.ndarray]
+    ) -> np.ndarray | None:
+        """The expected output ``name`` ("loss" or "grad"): stored, or computed by ``compute`` for a
+        generated case; None for a case that must be rejected."""
         if self.expect != "value":
             return None
         if self.generator is not None:
-            return reference_loss(self.form, self.inputs, self.attributes)
-        return read_array(self.folder, self.manifest["expected"]["loss"])
+            return compute(self.form, self.inputs, self.attributes)
+        entry = self.manifest["expected"].get(name)
+        return None if entry is None else read_array(self.folder, entry)
+
+    @cached_property
+    def expected_loss(self) -> np.ndarray | None:
+        """The expected loss [N] (None for a case that must be rejected)."""
+        return self._expected("loss", reference_loss)
 
     @cached_property
     def expected_grad(self) -> np.ndarray | None:
         """The expected gradient (see :func:`reference_grad`; None for a case that must be rejected)."""
-        if self.expect != "value":
-            return None
-        if self.generator is not None:
-            return reference_grad(self.form, self.inputs, self.attributes)
-        entry = self.manifest["expected"].get("grad")
-        return None if entry is None else read_array(self.folder, entry)
+        return self._expected("grad", reference_grad)
 
 
 def case_folder(root: Path, case_id: str) -> Path:

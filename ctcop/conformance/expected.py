@@ -20,9 +20,11 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
+
+from .result import Result
 
 FAILURES = ("fail", "error", "crash", "timeout", "nondeterministic")
 MAX_BYTES = 1 << 20
@@ -99,17 +101,14 @@ def load(path: str) -> list[Expected]:
     return parse(text)
 
 
-def apply(result: Mapping[str, Any], entries: Sequence[Expected], tags: Sequence[str]) -> dict[str, Any]:
+def apply(result: Result, entries: Sequence[Expected], tags: Sequence[str]) -> Result:
     """``result`` with xfail or xpass for a listed case (the first entry that lists it gives the reason)."""
-    out = dict(result)
-    entry = next((e for e in entries if e.matches(result["runtime"], result["case"], tags)), None)
+    entry = next((e for e in entries if e.matches(result.runtime, result.case, tags)), None)
     if entry is None:
-        return out
+        return result
     reason = f" ({entry.reason})" if entry.reason else ""
-    if result["status"] in FAILURES:
-        out["status"] = "xfail"
-        out["message"] = f"expected failure{reason}: [{result['status']}] {result['message']}"
-    elif result["status"] == "pass":
-        out["status"] = "xpass"
-        out["message"] = f"listed as an expected failure{reason} but passes"
-    return out
+    if result.status in FAILURES:
+        return replace(result, status="xfail", message=f"expected failure{reason}: [{result.status}] {result.message}")
+    if result.status == "pass":
+        return replace(result, status="xpass", message=f"listed as an expected failure{reason} but passes")
+    return result

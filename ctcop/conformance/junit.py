@@ -15,6 +15,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .result import Result
+
 FAILURE = ("fail", "xpass", "nondeterministic")
 ERROR = ("error", "crash", "timeout")
 SKIPPED = ("skip", "xfail")
@@ -25,10 +27,10 @@ def _clean(text: str) -> str:
     return "".join(c for c in text if c in "\t\n" or (ord(c) >= 32 and c not in "\ufffe\uffff"))
 
 
-def _testcase(suite: ET.Element, runtime: str, result: Mapping[str, Any]) -> None:
-    case = ET.SubElement(suite, "testcase", classname=f"ctcop.conformance.{runtime}", name=result["case"], time="0")
-    status, message = result["status"], _clean(str(result.get("message") or ""))
-    if status == "xpass" and result.get("defect"):
+def _testcase(suite: ET.Element, runtime: str, result: Result) -> None:
+    case = ET.SubElement(suite, "testcase", classname=f"ctcop.conformance.{runtime}", name=result.case, time="0")
+    status, message = result.status, _clean(result.message)
+    if status == "xpass" and result.defect:
         ET.SubElement(case, "skipped", type=status, message=message[:1000] or status)
         return
     tag = "failure" if status in FAILURE else "error" if status in ERROR else "skipped" if status in SKIPPED else None
@@ -38,23 +40,23 @@ def _testcase(suite: ET.Element, runtime: str, result: Mapping[str, Any]) -> Non
             element.text = message
 
 
-def document(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Mapping[str, Any]]) -> str:
+def document(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Result]) -> str:
     """The XML text for ``runtimes`` (``{"name", "available", "reason"}``) and ``results``."""
     root = ET.Element("testsuites", name="ctcop conformance")
     totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     for runtime in runtimes:
         name = runtime["name"]
-        mine = [r for r in results if r["runtime"] == name]
+        mine = [r for r in results if r.runtime == name]
         suite = ET.SubElement(root, "testsuite", name=name)
         if not runtime["available"] and not mine:
-            mine = [{"case": "available", "status": "skip", "message": f"not installed: {runtime['reason']}"}]
+            mine = [Result("available", name, "skip", f"not installed: {runtime['reason']}")]
         for result in mine:
             _testcase(suite, name, result)
         counts = {
             "tests": len(mine),
-            "failures": sum(r["status"] in FAILURE and not r.get("defect") for r in mine),
-            "errors": sum(r["status"] in ERROR for r in mine),
-            "skipped": sum(r["status"] in SKIPPED or bool(r.get("defect")) for r in mine),
+            "failures": sum(r.status in FAILURE and not r.defect for r in mine),
+            "errors": sum(r.status in ERROR for r in mine),
+            "skipped": sum(r.status in SKIPPED or bool(r.defect) for r in mine),
         }
         for key, value in counts.items():
             suite.set(key, str(value))

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from ..defects import Defect, registry, remeasure_note
 from .expected import FAILURES
+from .result import Result
 
 
 def _selects(selector: str, case: str, tags: Sequence[str]) -> bool:
@@ -54,18 +54,19 @@ class KnownDefects:
                 return defect
         return None
 
-    def apply(self, result: Mapping[str, Any], tags: Sequence[str]) -> dict[str, Any]:
+    def apply(self, result: Result, tags: Sequence[str]) -> Result:
         """``result`` with ``xfail`` or ``xpass`` and ``defect`` set where the registry speaks."""
-        out = dict(result)
-        runtime, case, status = result["runtime"], result["case"], result["status"]
+        runtime, case, status = result.runtime, result.case, result.status
         if status in FAILURES:
             defect = self.claim(runtime, case, tags, status)
             if defect is not None:
-                out.update(status="xfail", defect=defect.id, message=f"{defect.label} [{status}] {result['message']}")
+                return replace(
+                    result, status="xfail", defect=defect.id, message=f"{defect.label} [{status}] {result.message}"
+                )
         elif status == "pass" and (runtime, case) in self.listed:
             defect = self.listed[runtime, case]
-            out.update(status="xpass", defect=defect.id, message=remeasure_note(defect, case))
-        return out
+            return replace(result, status="xpass", defect=defect.id, message=remeasure_note(defect, case))
+        return result
 
 
 def default() -> KnownDefects:
@@ -83,21 +84,21 @@ class Group:
     elements: int
 
 
-def group(results: Sequence[Mapping[str, Any]], elements: Mapping[str, int]) -> list[Group]:
+def group(results: Sequence[Result], elements: Mapping[str, int]) -> list[Group]:
     """The registered defects met (xfail) and not reproduced (xpass), per runtime in the results'
     order, then defect number; ``elements`` gives the logits' size of a case (the smallest shown)."""
     groups: dict[tuple[str, str, str], Group] = {}
     for result in results:
-        defect = result.get("defect")
-        if not defect or result["status"] not in ("xfail", "xpass"):
+        defect = result.defect
+        if not defect or result.status not in ("xfail", "xpass"):
             continue
-        size = elements.get(result["case"], 0)
-        key = (result["runtime"], defect, result["status"])
-        item = groups.setdefault(key, Group(*key, 0, result["case"], size))
+        size = elements.get(result.case, 0)
+        key = (result.runtime, defect, result.status)
+        item = groups.setdefault(key, Group(*key, 0, result.case, size))
         item.count += 1
-        if (size, result["case"]) < (item.elements, item.smallest):
-            item.smallest, item.elements = result["case"], size
-    order = {runtime: i for i, runtime in enumerate(dict.fromkeys(r["runtime"] for r in results))}
+        if (size, result.case) < (item.elements, item.smallest):
+            item.smallest, item.elements = result.case, size
+    order = {runtime: i for i, runtime in enumerate(dict.fromkeys(r.runtime for r in results))}
     return sorted(groups.values(), key=lambda g: (g.status, order[g.runtime], int(g.defect[1:])))
 
 

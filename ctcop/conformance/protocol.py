@@ -20,12 +20,8 @@ Adapters convert layouts only: they never repair a result.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .corpus import CorpusCase
 
 
 class Unsupported(Exception):
@@ -38,16 +34,6 @@ class Outcome:
 
     loss: np.ndarray
     grad: np.ndarray | None = None
-
-
-@runtime_checkable
-class ConformanceRuntime(Protocol):
-    """What ``--runtime-module pkg.mod:attr`` and the ``ctcop.runtimes`` entry-point group provide."""
-
-    name: str
-    description: str
-
-    def run(self, case: CorpusCase) -> Outcome | np.ndarray: ...
 
 
 def outcome(value: Outcome | np.ndarray) -> Outcome:

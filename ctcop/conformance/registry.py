@@ -6,8 +6,8 @@
 3. the entry-point group ``ctcop.runtimes`` of every installed distribution;
 4. each ``--runtime-module pkg.mod:attr`` (or ``path/to/file.py:attr``).
 
-Entry points and modules are third-party code: each is loaded first in a probe process
-(:func:`probe`), so that one that kills or hangs its importer is refused (a module) or listed as
+Entry points and modules are third-party code: each is loaded first in a probe worker process
+(:func:`probe_loading`), so that one that kills or hangs its importer is refused (a module) or listed as
 broken (an entry point), in one line, instead of taking ctcop with it.
 
 An entry point or ``attr`` is a runtime object, a list, tuple or dict of them, or a zero-argument
@@ -20,18 +20,12 @@ first run, an entry point or a module when it is named here.
 
 from __future__ import annotations
 
-import contextlib
-import faulthandler
 import importlib
 import importlib.metadata
 import importlib.util
-import math
 import os
 import re
-import select
-import signal
 import sys
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,34 +60,10 @@ def is_runtime(value: Any) -> bool:
         raise RegistryError(f"{type(value).__name__}: reading its name or run raised {type(error).__name__}") from None
 
 
-def _legacy(value: Any) -> Any:
-    """A callable adapter without ``run`` (``runtime(inputs, mask, labels, **attributes)``, the
-    spec form only) seen through the protocol."""
-    from .protocol import Unsupported
-
-    class Adapted:
-        name = str(value.name)
-        description = str(getattr(value, "description", ""))
-
-        def run(self, case: Any) -> Any:
-            if case.form != "spec":
-                raise Unsupported("the adapter evaluates the spec's time-major form only")
-            x = case.inputs
-            return value(x["inputs"], x["sequence_mask"], x["labels"], **case.attributes)
-
-        def available(self) -> str | None:
-            check = getattr(value, "available", None)
-            return None if check is None else availability(value)
-
-    return Adapted()
-
-
 def expand(value: Any, origin: str) -> list[Any]:
     """The runtimes that ``value`` stands for (see the module docstring)."""
     if is_runtime(value):
         return [value]
-    if isinstance(getattr(value, "name", None), str) and callable(value) and not isinstance(value, type):
-        return [_legacy(value)]
     if isinstance(value, Mapping):
         value = list(value.values())
     if isinstance(value, (list, tuple)):
@@ -159,88 +129,47 @@ def load_module(spec: str) -> list[Any]:
         raise RegistryError(f"{spec}: {type(error).__name__}: {error}") from None
 
 
-def _probe_child(load: Callable[[], list[Any]], origin: str, send: int) -> None:
-    """The probe's forked process: ``load()`` and list its runtimes, answer on ``send`` ("ok", or
-    the one-line refusal); never returns (``os._exit``)."""
-    code = 1
+def _load_and_list(request: dict[str, str]) -> str:
+    """The probe worker's function: load the module or entry point ``request`` names and list its
+    runtimes (their ``description`` and ``available()`` read too); "ok", or a refusal raised."""
+    if "module" in request:
+        spec = request["module"]
+        for runtime in load_module(spec):
+            _entry(runtime, f"module {spec}")
+        return "ok"
+    name, value = request["entry_point"], request["value"]
+    origin = f"entry point {name} ({value})"
+    point = next(p for p in importlib.metadata.entry_points(group=GROUP) if (p.name, p.value) == (name, value))
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's to handle: it kills this one
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.setpgid(0, 0)  # whatever the module starts is killed with it
-        faulthandler.disable()
-        quiet = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(quiet, fd)
-        try:
-            for runtime in load():
-                _entry(runtime, origin)
-            answer = "ok"
-        except RegistryError as error:
-            answer = one_line(error, 2000) or "refused"
-        except (Exception, SystemExit) as error:  # an entry point's own failure
-            answer = f"{type(error).__name__}: {one_line(error, 2000)}"
-        os.write(send, answer.encode("utf-8", "replace"))
-        code = 0
-    except BaseException:  # it answers through its pipe or not at all
-        code = 1
-    finally:
-        os._exit(code)
-
-
-def _died(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        try:
-            return f"was killed by {signal.Signals(number).name}"
-        except ValueError:
-            return f"was killed by signal {number}"
-    return f"exited with code {os.WEXITSTATUS(status)}"
+        runtimes = expand(point.load(), origin)
+    except (Exception, SystemExit) as error:  # an entry point's own failure, in one line
+        raise RegistryError(f"{type(error).__name__}: {one_line(error, 2000)}") from None
+    for runtime in runtimes:
+        _entry(runtime, origin)
+    return "ok"
 
 
 def probe(spec: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
-    """Load the runtime module ``spec`` in a forked process first (:func:`probe_loading`)."""
-    probe_loading(spec, lambda: load_module(spec), f"module {spec}", timeout_s)
+    """Load the runtime module ``spec`` in a worker process first (:func:`probe_loading`)."""
+    probe_loading(spec, {"module": spec}, timeout_s)
 
 
-def probe_loading(what: str, load: Callable[[], list[Any]], origin: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
-    """Run ``load`` (third-party code: a module or an entry point) in a forked process first,
-    listing its runtimes (their ``description`` and ``available()`` read there too), so that code
-    that kills the process that imports it (a fault, ``os._exit``) or never finishes loading
-    costs that process, not this one: :class:`RegistryError` (one line) when it did, or when it
-    answered a refusal."""
-    receive, send = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        os.close(receive)
-        _probe_child(load, origin, send)
-    os.close(send)
-    with contextlib.suppress(OSError):
-        os.setpgid(pid, pid)
-    answer, ended, deadline = b"", False, time.monotonic() + timeout_s
+def probe_loading(what: str, request: dict[str, str], timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Load third-party code (``request``: a module or an entry point, :func:`_load_and_list`) in
+    a fresh worker process first (:mod:`ctcop.isolated`), so that code that kills the process that
+    imports it (a fault, ``os._exit``) or never finishes loading costs that process, not this one:
+    :class:`RegistryError` (one line) when it did, or when it answered a refusal."""
+    from ..isolated import Failed, Lost, call
+
     try:
-        poller = select.poll()
-        poller.register(receive, select.POLLIN)
-        while not ended and (left := deadline - time.monotonic()) > 0:
-            if poller.poll(max(1, math.ceil(left * 1000))):
-                data = os.read(receive, 1 << 16)
-                answer += data[: max(0, 4096 - len(answer))]
-                ended = not data
-    finally:
-        for kill in (os.killpg, os.kill):  # whatever is left of it: the group, then the process
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        os.close(receive)
-    text = answer.decode("utf-8", "replace")
-    if not ended:
-        raise RegistryError(f"{what}: loading it did not finish within {timeout_s:g} s")
-    if text == "ok":
-        return
-    if text:
-        raise RegistryError(text)
-    raise RegistryError(f"{what}: the process loading it {_died(status)}")
+        call(f"{__name__}:_load_and_list", request, timeout_s)
+    except Lost as lost:
+        if lost.timed_out:
+            raise RegistryError(f"{what}: loading it did not finish within {timeout_s:g} s") from None
+        verb = "was " if lost.how.startswith("killed") else ""
+        raise RegistryError(f"{what}: the process loading it {verb}{lost.how}") from None
+    except Failed as failed:
+        raise RegistryError(str(failed).removeprefix(f"{RegistryError.__name__}: ")) from None
 
 
 def builtin() -> list[Any]:
@@ -265,12 +194,9 @@ def plugins(probe_timeout_s: float = PROBE_TIMEOUT_S) -> list[tuple[str, list[An
     for point in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda p: p.name):
         origin = f"entry point {point.name} ({point.value})"
 
-        def load(point: importlib.metadata.EntryPoint = point, origin: str = origin) -> list[Any]:
-            return expand(point.load(), origin)
-
         try:
-            probe_loading(origin, load, origin, probe_timeout_s)
-            found.append((origin, load()))
+            probe_loading(origin, {"entry_point": point.name, "value": point.value}, probe_timeout_s)
+            found.append((origin, expand(point.load(), origin)))
         except RegistryError as error:  # a broken plugin is listed, not fatal
             found.append((origin, one_line(error, 2000)))
         except (Exception, SystemExit) as error:

@@ -22,13 +22,15 @@ from ..defects import parse
 from . import corpus
 from .expected import FAILURES
 from .known import KnownDefects
+from .result import Result, from_dict
 
 
 def remeasure(registry: dict[str, Any], report: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The registry document updated from the raw ``report``, and the lines that say what changed."""
     if report.get("settings", {}).get("known_defects", False):
         raise ValueError("the report has the registry applied: run ctcop conformance --no-known-defects")
-    status = {(r["runtime"], r["case"]): r["status"] for r in report["results"]}
+    results = [_result(row, number) for number, row in enumerate(report["results"])]
+    status = {(r.runtime, r.case): r.status for r in results}
     updated, lines = json.loads(json.dumps(registry)), []
     versions = report.get("versions", {})
     for name, library in updated["libraries"].items():
@@ -45,11 +47,18 @@ def remeasure(registry: dict[str, Any], report: dict[str, Any]) -> tuple[dict[st
             entry["cases"][runtime] = kept
     known = KnownDefects.of(list(parse(updated).defects))
     tags = {case.id: case.tags for case in corpus.load_all()}
-    for result in report["results"]:
-        claimed = known.apply(result, tags.get(result["case"], ()))["status"] != result["status"]
-        if result["status"] in FAILURES and not claimed:
-            lines.append(f"unregistered: {result['runtime']} {result['case']} [{result['status']}] {result['message']}")
+    for result in results:
+        claimed = known.apply(result, tags.get(result.case, ())).status != result.status
+        if result.status in FAILURES and not claimed:
+            lines.append(f"unregistered: {result.runtime} {result.case} [{result.status}] {result.message}")
     return updated, lines
+
+
+def _result(row: Any, number: int) -> Result:
+    try:
+        return from_dict(row)
+    except ValueError as why:
+        raise ValueError(f"result {number} {why}") from None
 
 
 def _canonical(name: str) -> str:

@@ -14,13 +14,18 @@ line.
                   "known_defects": bool},
      "runtimes": [{"name", "description", "available": bool, "reason": null | why not}],
      "results": [{"case", "runtime", "status", "defect": null | "D1"..., "max_abs_err", "max_rel_err",
-                  "message"}],
+                  "message", "mismatch": null | {"kind", "sample", "got", "expected", ...},
+                  "raised": null | {"type", "text"}, "death": null | "killed by SIGSEGV" ...}],
      "summary": {runtime: {status: count}}}
 
-``status`` is one of :data:`STATUSES`; ``defect`` the registered defect (:mod:`ctcop.defects`)
-that made it an xfail or, not reproduced, an xpass; ``max_abs_err`` / ``max_rel_err`` are the loss's (null when
-no loss was compared); +inf, -inf and NaN are the strings "inf", "-inf", "nan". Results are in
-runtime order, then case id; an interrupted run holds the cases whose two evaluations finished.
+A row is a :class:`~.result.Result` (its fields of :data:`~.result.REPORTED`; the reader of
+``ctcop conformance-merge`` makes Results of them again): ``status`` is one of :data:`STATUSES`;
+``defect`` the registered defect (:mod:`ctcop.defects`) that made it an xfail or, not reproduced,
+an xpass; ``max_abs_err`` / ``max_rel_err`` are the loss's (null when no loss was compared);
+``mismatch`` the :class:`~ctcop.tolerance.Mismatch` of a value that departs (its fields, kinds:
+:data:`ctcop.tolerance.KINDS`); ``raised`` the exception the runtime raised; ``death`` how the
+worker died. +inf, -inf and NaN are the strings "inf", "-inf", "nan". Results are in runtime
+order, then case id; an interrupted run holds the cases whose two evaluations finished.
 """
 
 from __future__ import annotations
@@ -35,10 +40,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from .result import REPORTED, STATUSES, Result, from_dict, to_dict
 from .shard import MergeError, check
 
 SCHEMA = "ctcop-conformance-2"
-STATUSES = ("pass", "fail", "error", "crash", "timeout", "skip", "xfail", "xpass", "nondeterministic")
 ACCEPTED = ("pass", "skip", "xfail")
 HEADINGS = {"nondeterministic": "nondet", "timeout": "timeout"}
 LIBRARIES = ("ctcop", "numpy", "onnx", "onnxruntime", "openvino", "ml_dtypes")
@@ -93,48 +98,37 @@ def machine() -> dict[str, Any]:
 # -- the document --------------------------------------------------------------------------------
 
 
-def number(value: Any) -> float | str | None:
-    """A JSON number, or "inf", "-inf", "nan" (None stays null)."""
-    if value is None:
-        return None
-    x = float(value)
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return x
-
-
-def summary(results: Sequence[Mapping[str, Any]], runtimes: Sequence[str]) -> dict[str, dict[str, int]]:
+def summary(results: Sequence[Result], runtimes: Sequence[str]) -> dict[str, dict[str, int]]:
     counts = {name: dict.fromkeys(STATUSES, 0) for name in runtimes}
     for result in results:
-        counts.setdefault(result["runtime"], dict.fromkeys(STATUSES, 0))[result["status"]] += 1
+        counts.setdefault(result.runtime, dict.fromkeys(STATUSES, 0))[result.status] += 1
     return counts
+
+
+def dumps(body: Mapping[str, Any]) -> str:
+    """The JSON text of a report ``body`` whose ``results`` are of :class:`~.result.Result` (written
+    as rows: the module docstring)."""
+    rows = [{key: row[key] for key in REPORTED} for row in map(to_dict, body["results"])]
+    return json.dumps({**body, "results": rows}, indent=1, allow_nan=False) + "\n"
 
 
 def document(
     runtimes: Sequence[Mapping[str, Any]],
-    results: Sequence[Mapping[str, Any]],
+    results: Sequence[Result],
     environment: Mapping[str, Any],
     interrupted_by: str | None,
 ) -> str:
     """The ``--json`` text; ``environment`` holds ``versions``, ``machine``, ``selection`` and ``settings``."""
-    rows = [
-        {**{k: result[k] for k in ("case", "runtime", "status")}, "defect": result.get("defect"),
-         "max_abs_err": number(result.get("max_abs_err")), "max_rel_err": number(result.get("max_rel_err")),
-         "message": str(result.get("message") or "")}
-        for result in results
-    ]  # fmt: skip
     body = {
         "schema": SCHEMA,
         "complete": interrupted_by is None and bool(environment.get("complete", True)),
         "interrupted_by": interrupted_by,
         **{key: environment[key] for key in ("versions", "machine", "selection", "settings")},
         "runtimes": [dict(r) for r in runtimes],
-        "results": rows,
+        "results": list(results),
         "summary": summary(results, [r["name"] for r in runtimes if r["available"]]),
     }
-    return json.dumps(body, indent=1, allow_nan=False) + "\n"
+    return dumps(body)
 
 
 def _no_constant(token: str) -> float:
@@ -159,14 +153,10 @@ def read(path: str) -> Any:
         raise ValueError("nested too deeply") from None
 
 
-def _error_value(value: Any) -> bool:
-    """Whether ``value`` is what a report writes for an error: null, a number or "inf"/"-inf"/"nan"."""
-    return value is None or value in ("inf", "-inf", "nan") or (type(value) in (int, float))
-
-
-def _check_results(document: dict[str, Any], path: str, seen: dict[tuple[str, str], str]) -> None:
-    """Refuse results that are not rows of this report, or a case of a runtime that ``seen`` (the
-    rows of the reports before it) already holds (``MergeError``, one line)."""
+def _results(document: dict[str, Any], path: str, seen: dict[tuple[str, str], str]) -> list[Result]:
+    """The results of a report (:func:`.result.from_dict`); ``MergeError``, one line, for rows that
+    are not results of this report, or a case of a runtime that ``seen`` (the rows of the reports
+    before it) already holds."""
     results, runtimes = document["results"], {r.get("name") for r in document["runtimes"] if isinstance(r, dict)}
     if not isinstance(results, list):
         raise MergeError(f"{path}: results is not a list")
@@ -174,33 +164,33 @@ def _check_results(document: dict[str, Any], path: str, seen: dict[tuple[str, st
         raise MergeError(f"{path}: complete is not true/false or selection.cases is not a count")
     if document["selection"]["cases"] < 0:
         raise MergeError(f"{path}: selection.cases is negative")
+    read: list[Result] = []
     for number, row in enumerate(results):
-        fields = [row.get(k) if isinstance(row, dict) else None for k in ("case", "runtime", "status", "message")]
-        if not all(isinstance(v, str) for v in fields) or fields[2] not in STATUSES:
-            raise MergeError(f"{path}: result {number} is not {{case, runtime, status, message}} with a known status")
-        if fields[1] not in runtimes:
-            raise MergeError(f"{path}: result {number} is of runtime {fields[1]!r}, which the report does not list")
-        if not all(_error_value(row.get(k)) for k in ("max_abs_err", "max_rel_err")) or not isinstance(
-            row.get("defect"), (str, type(None))
-        ):
-            raise MergeError(f"{path}: result {number} has errors that are not numbers or a defect that is not an id")
-        key = (str(fields[1]), str(fields[0]))
+        try:
+            result = from_dict(row)
+        except ValueError as why:
+            raise MergeError(f"{path}: result {number} {why}") from None
+        if result.runtime not in runtimes:
+            raise MergeError(
+                f"{path}: result {number} is of runtime {result.runtime!r}, which the report does not list"
+            )
+        key = (result.runtime, result.case)
         if key in seen:
-            raise MergeError(f"{path}: result {number} ({fields[1]} on {fields[0]}) is also in {seen[key]}")
+            raise MergeError(f"{path}: result {number} ({result.runtime} on {result.case}) is also in {seen[key]}")
         seen[key] = path
+        read.append(result)
+    return read
 
 
 def merge(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> dict[str, Any]:
-    """One report from the reports of shards (see :mod:`.shard` for what is refused)."""
+    """One report from the reports of shards (see :mod:`.shard` for what is refused), its
+    ``results`` of :class:`~.result.Result` (:func:`dumps` writes it)."""
     shards, n = check(documents, paths, SCHEMA)
     seen: dict[tuple[str, str], str] = {}
-    for document, path in zip(documents, paths, strict=True):
-        _check_results(document, path, seen)
+    read = [result for d, path in zip(documents, paths, strict=True) for result in _results(d, path, seen)]
     first = documents[0]
     order = {r["name"]: i for i, r in enumerate(first["runtimes"])}
-    results = sorted(
-        (r for d in documents for r in d["results"]), key=lambda r: (order.get(r["runtime"], len(order)), r["case"])
-    )
+    results = sorted(read, key=lambda r: (order.get(r.runtime, len(order)), r.case))
     whole = len(shards) == n
     interrupted = next((d["interrupted_by"] for d in documents if d["interrupted_by"]), None)
     return {
@@ -218,13 +208,13 @@ def merge(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> dict[str
     }
 
 
-def accepted(result: Mapping[str, Any]) -> bool:
+def accepted(result: Result) -> bool:
     """A pass, a skip, an expected failure, or a registered defect that did not reproduce (an
     xpass with a ``defect``: re-measure); an xpass of the user's expected failures is a stale entry."""
-    return result["status"] in ACCEPTED or (result["status"] == "xpass" and bool(result.get("defect")))
+    return result.status in ACCEPTED or (result.status == "xpass" and bool(result.defect))
 
 
-def exit_code(results: Sequence[Mapping[str, Any]]) -> int:
+def exit_code(results: Sequence[Result]) -> int:
     """0 when every result is :func:`accepted`, else 1."""
     return 0 if all(accepted(result) for result in results) else 1
 
@@ -232,7 +222,7 @@ def exit_code(results: Sequence[Mapping[str, Any]]) -> int:
 # -- the table -----------------------------------------------------------------------------------
 
 
-def format_table(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Mapping[str, Any]]) -> list[str]:
+def format_table(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Result]) -> list[str]:
     """Counts per runtime and status; a runtime that is not available is a row saying why."""
     counts = summary(results, [r["name"] for r in runtimes])
     width = max([len(r["name"]) for r in runtimes] + [7]) + 2
@@ -248,14 +238,14 @@ def format_table(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Mappin
     return lines
 
 
-def format_problems(results: Sequence[Mapping[str, Any]], runtimes: Sequence[str], details: int) -> list[str]:
+def format_problems(results: Sequence[Result], runtimes: Sequence[str], details: int) -> list[str]:
     """The first ``details`` results per runtime that fail the run (not :func:`accepted`)."""
     lines: list[str] = []
     for name in runtimes:
-        problems = [r for r in results if r["runtime"] == name and not accepted(r)]
+        problems = [r for r in results if r.runtime == name and not accepted(r)]
         if problems and details > 0:
             lines += ["", f"{name}: {len(problems)} failing the run, first {min(details, len(problems))}:"]
-            lines += [f"  [{r['status']}] {r['case']}: {r['message']}" for r in problems[:details]]
+            lines += [f"  [{r.status}] {r.case}: {r.message}" for r in problems[:details]]
     return lines
 
 
@@ -268,7 +258,7 @@ class Progress:
         self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
         self.total, self.done, self.started, self.shown = total, 0, time.monotonic(), 0.0
 
-    def step(self, result: Mapping[str, Any]) -> None:
+    def step(self, result: Result) -> None:
         self.done += 1
         now = time.monotonic()
         if not self.enabled or (now - self.shown < 0.1 and self.done < self.total):
@@ -276,9 +266,7 @@ class Progress:
         self.shown = now
         share = self.done / max(self.total, 1)
         bar = "#" * int(share * 20)
-        line = (
-            f"\r[{bar:<20}] {self.done}/{self.total} {now - self.started:5.0f} s  {result['runtime']}  {result['case']}"
-        )
+        line = f"\r[{bar:<20}] {self.done}/{self.total} {now - self.started:5.0f} s  {result.runtime}  {result.case}"
         self.stream.write(line[:160] + "\033[K")
         self.stream.flush()
 

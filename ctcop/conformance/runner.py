@@ -15,15 +15,16 @@ runtime order, then case id.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from .pool import DEFAULT_TIMEOUT_S, Key, Pool, Run, Settings, Task
+from .pool import DEFAULT_TIMEOUT_S, Key, Pool, Runtimes, Settings, Task
+from .result import Result
 
 if TYPE_CHECKING:
     from .corpus import CorpusCase
 
-__all__ = ["DEFAULT_TIMEOUT_S", "RUNS", "Run", "Settings", "combine", "run_cases", "sort_results", "tasks_for"]
+__all__ = ["DEFAULT_TIMEOUT_S", "RUNS", "Runtimes", "Settings", "combine", "run_cases", "sort_results", "tasks_for"]
 
 RUNS = 2
 
@@ -31,17 +32,17 @@ RUNS = 2
 # -- two evaluations, one result -----------------------------------------------------------------
 
 
-def _describe(answer: Run) -> str:
-    if answer["kind"] == "value":
-        return "returned [" + " ".join(answer.get("loss", [])[:8]) + "]"
-    if answer["kind"] == "skip":
-        return f"unsupported ({answer['message']})"
-    return str(answer["message"])
+def _describe(answer: Result) -> str:
+    if answer.answer == "value":
+        return "returned [" + " ".join(answer.loss[:8]) + "]"
+    if answer.answer == "skip":
+        return f"unsupported ({answer.message})"
+    return answer.message
 
 
-def _difference(first: Run, second: Run) -> str:
-    if first["kind"] == second["kind"] == "value":
-        a, b = first.get("loss", []), second.get("loss", [])
+def _difference(first: Result, second: Result) -> str:
+    if first.answer == second.answer == "value":
+        a, b = first.loss, second.loss
         if a != b:
             where = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
             x = a[where] if where < len(a) else "nothing"
@@ -49,27 +50,24 @@ def _difference(first: Run, second: Run) -> str:
             return (
                 f"sample {where}: run 1 gave {x}, run 2 gave {y} (run 1 {_describe(first)}; run 2 {_describe(second)})"
             )
-        if first.get("loss_bits") != second.get("loss_bits"):
+        if first.loss_bits != second.loss_bits:
             return f"the two runs' losses differ in element type or shape (run 1 {_describe(first)})"
         return f"the gradient differs between the two runs (the loss is the same: {_describe(first)[9:]})"
     return f"run 1 {_describe(first)}; run 2 {_describe(second)}"
 
 
-def combine(first: Run, second: Run) -> Run:
-    """The case's status, errors and message from its two evaluations (module docstring)."""
+def combine(first: Result, second: Result) -> Result:
+    """The case's result from its two evaluations (module docstring): the first's, unless either
+    timed out or the two differ."""
     for number, answer in enumerate((first, second), 1):
-        if answer["kind"] == "timeout":
-            return {"status": "timeout", "max_abs_err": None, "max_rel_err": None,
-                    "message": f"{answer['message']} (run {number})"}  # fmt: skip
-    same = first["kind"] == second["kind"] and all(
-        first.get(part) == second.get(part) for part in ("loss_bits", "grad_bits", "loss")
+        if answer.answer == "timeout":
+            return Result(first.case, first.runtime, "timeout", f"{answer.message} (run {number})")
+    same = first.answer == second.answer and all(
+        getattr(first, part) == getattr(second, part) for part in ("loss_bits", "grad_bits", "loss")
     )
     if not same:
-        return {"status": "nondeterministic", "max_abs_err": None, "max_rel_err": None,
-                "message": _difference(first, second)}  # fmt: skip
-    return {name: first.get(name) for name in ("status", "max_abs_err", "max_rel_err")} | {
-        "message": first.get("message", "")
-    }
+        return Result(first.case, first.runtime, "nondeterministic", _difference(first, second))
+    return first
 
 
 def tasks_for(runtimes: Sequence[str], case_ids: Sequence[str]) -> list[Task]:
@@ -79,29 +77,29 @@ def tasks_for(runtimes: Sequence[str], case_ids: Sequence[str]) -> list[Task]:
 
 
 def run_cases(
-    runtimes: Mapping[str, Any],
+    runtimes: Runtimes,
     cases: Sequence[CorpusCase],
     settings: Settings,
-    on_result: Callable[[Run], None],
+    on_result: Callable[[Result], None],
 ) -> None:
-    """Evaluate every case with every runtime of ``runtimes`` (name -> runtime, in order), twice;
-    ``on_result`` gets each (runtime, case)'s result ``{"case", "runtime", "status",
-    "max_abs_err", "max_rel_err", "message"}`` as soon as its two evaluations are in."""
+    """Evaluate every case with every runtime named by ``runtimes`` (in order), twice;
+    ``on_result`` gets each (runtime, case)'s :class:`~.result.Result` as soon as its two
+    evaluations are in."""
     by_id = {case.id: case for case in cases}
-    answers: dict[Key, dict[int, Run]] = {}
+    answers: dict[Key, dict[int, Result]] = {}
 
-    def on_run(task: Task, answer: Run) -> None:
+    def on_run(task: Task, answer: Result) -> None:
         got = answers.setdefault(task.key, {})
         got[task.run] = answer
         if len(got) == RUNS:
             del answers[task.key]
-            on_result({"case": task.case, "runtime": task.runtime} | combine(got[0], got[1]))
+            on_result(combine(got[0], got[1]))
 
     pool = Pool(runtimes, by_id, settings, on_run)
-    pool.run(tasks_for(list(runtimes), [case.id for case in cases]))
+    pool.run(tasks_for(list(runtimes.names), [case.id for case in cases]))
 
 
-def sort_results(results: Sequence[Run], runtimes: Sequence[str]) -> list[Run]:
+def sort_results(results: Sequence[Result], runtimes: Sequence[str]) -> list[Result]:
     """Results in runtime order (``runtimes``), then case id."""
     rank = {name: index for index, name in enumerate(runtimes)}
-    return sorted(results, key=lambda r: (rank.get(r["runtime"], len(rank)), r["runtime"], r["case"]))
+    return sorted(results, key=lambda r: (rank.get(r.runtime, len(rank)), r.runtime, r.case))

@@ -17,6 +17,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from .registry import NAME
+
 T = TypeVar("T")
 _SHARD = re.compile(r"([1-9][0-9]{0,5})/([1-9][0-9]{0,5})")
 
@@ -72,6 +74,26 @@ def _shards(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> tuple[
     return sorted(seen, key=lambda s: parse(s)[0]), n
 
 
+def _check_runtimes(runtimes: Any, path: str) -> None:
+    """A report's runtimes as the suite lists them: name (a runtime name), description (printable
+    text), available (true/false), reason (printable text or null)."""
+    entries = runtimes if isinstance(runtimes, list) else [None]
+    for number, entry in enumerate(entries):
+        fine = (
+            isinstance(entry, dict)
+            and isinstance(entry.get("name"), str)
+            and NAME.fullmatch(entry["name"]) is not None
+            and isinstance(entry.get("description"), str)
+            and entry["description"].isprintable()
+            and isinstance(entry.get("available"), bool)
+            and (entry.get("reason") is None or (isinstance(entry["reason"], str) and entry["reason"].isprintable()))
+        )
+        if not fine:
+            raise MergeError(
+                f"{path}: runtime {number} is not {{name, description, available, reason}} as the suite writes it"
+            )
+
+
 def check(documents: Sequence[dict[str, Any]], paths: Sequence[str], schema: str) -> tuple[list[str], int]:
     """Refuse what :func:`merge` must not join; the shards present and N."""
     for document, path in zip(documents, paths, strict=True):
@@ -80,6 +102,8 @@ def check(documents: Sequence[dict[str, Any]], paths: Sequence[str], schema: str
             raise MergeError(f"{path}: schema {found!r}, expected {schema!r}")
     _same(documents, paths, "library versions", lambda d: d["versions"])
     _same(documents, paths, "instruction sets", lambda d: d["machine"].get("isa"))
+    for document, path in zip(documents, paths, strict=True):
+        _check_runtimes(document.get("runtimes"), path)
     _same(documents, paths, "runtimes", lambda d: d["runtimes"])
     _same(documents, paths, "selections", lambda d: d["selection"].get("patterns"))
     shards, n = _shards(documents, paths)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import corpus, expected, known, registry, report, runner, shard
+from .result import Result
 
 
 class PlanError(ValueError):
@@ -27,8 +28,8 @@ class PlanError(ValueError):
 @dataclass
 class Plan:
     """What a run will do: ``listed`` runtimes (the chosen ones, available or not), the cases, the
-    selection it came from, the expected failures and the known defects applied (None: the raw
-    results)."""
+    selection it came from, the expected failures, the known defects applied (None: the raw
+    results) and the ``--runtime-module`` specs the runtimes come from (a worker loads them again)."""
 
     listed: list[registry.Entry]
     cases: list[corpus.CorpusCase]
@@ -36,6 +37,7 @@ class Plan:
     shard: tuple[int, int] | None
     expected: list[expected.Expected] = field(default_factory=list)
     known: known.KnownDefects | None = None
+    modules: list[str] = field(default_factory=list)
 
     @property
     def runnable(self) -> dict[str, Any]:
@@ -89,7 +91,7 @@ def make_plan(
     listed = choose(entries, names)
     cases = select_cases(patterns, shard_spec)
     applied = known.default() if known_defects else None
-    return Plan(listed, cases, list(patterns), shard_spec, list(expected_failures), applied)
+    return Plan(listed, cases, list(patterns), shard_spec, list(expected_failures), applied, list(modules))
 
 
 def environment(plan: Plan, settings: runner.Settings, expected_path: str | None) -> dict[str, Any]:
@@ -109,21 +111,22 @@ def environment(plan: Plan, settings: runner.Settings, expected_path: str | None
     }
 
 
-def run(plan: Plan, settings: runner.Settings, into: list[dict[str, Any]], progress: Callable[[Any], None]) -> None:
+def run(plan: Plan, settings: runner.Settings, into: list[Result], progress: Callable[[Result], None]) -> None:
     """Run the plan; results are appended to ``into`` as they come, so that an interruption leaves
     what finished there. The expected failures of the user's file apply first; the known defects
     apply to what they left unchanged."""
     tags: Mapping[str, Sequence[str]] = {case.id: case.tags for case in plan.cases}
 
-    def on_result(result: dict[str, Any]) -> None:
-        final = expected.apply(result, plan.expected, tags[result["case"]])
-        if plan.known is not None and final["status"] == result["status"]:
-            final = plan.known.apply(final, tags[result["case"]])
+    def on_result(result: Result) -> None:
+        final = expected.apply(result, plan.expected, tags[result.case])
+        if plan.known is not None and final.status == result.status:
+            final = plan.known.apply(final, tags[result.case])
         into.append(final)
         progress(final)
 
     if plan.runnable:
-        runner.run_cases(plan.runnable, plan.cases, settings, on_result)
+        runtimes = runner.Runtimes(tuple(plan.runnable), tuple(plan.modules))
+        runner.run_cases(runtimes, plan.cases, settings, on_result)
     into[:] = runner.sort_results(into, [entry.name for entry in plan.listed])
 
 

@@ -1,14 +1,16 @@
-"""One evaluation of one case by one runtime, judged: the loss by :func:`ctcop.tolerance.compare`
-(spec section 10), the gradient by :func:`compare_grad`, a case that must be rejected by
-:func:`rejected`. Runs in a worker process; what it returns is JSON.
+"""One evaluation of one case by one runtime, judged: the loss by :func:`ctcop.tolerance.mismatch`
+(spec section 10), the gradient by :func:`grad_mismatch`, a case that must be rejected by
+:func:`rejected`. Runs in a worker process; what it returns is a :class:`~.result.Result`, whose
+:class:`~ctcop.tolerance.Mismatch` says how a value departs (its message is rendered from it).
 
 **Rejection.** For a case with ``expect == "reject"`` a runtime conforms when it raises (any
 exception but :class:`~.protocol.Unsupported`) or returns NaN for every *offending* sample: the
 samples whose own inputs break a per-sample rule (spec 3.1 and 3.3 in the time-major form, 7.1 and
 7.2 in the released form), or every sample when the fault is the batch's (a shape, an element
-type, C = 0, ``blank_index``). The second way is how a total function refuses (ctcop's exported
-graphs, spec 11.5); anything else (a finite value for an offending sample) is accepting invalid
-input, a ``fail``.
+type, C = 0, ``blank_index``) or when every sample offends, as the core finds them
+(:func:`ctcop.canonical.time_major_faults`, :func:`ctcop.canonical.openvino_faults`). The second
+way is how a total function refuses (ctcop's exported graphs, spec 11.5); anything else (a finite
+value for an offending sample) is accepting invalid input, a ``fail``.
 
 **Gradient.** When the runtime's :class:`~.protocol.Outcome` has a gradient and the case has an
 expected one, a loss that passes is followed by the gradient d loss / d logits, elementwise, by
@@ -35,7 +37,8 @@ would hide a wrong gradient on short sequences. The rule needs the sample axis o
 from __future__ import annotations
 
 import hashlib
-import re
+import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,8 +46,9 @@ import numpy.typing as npt
 
 from .. import canonical
 from ..text import one_line
-from ..tolerance import compare, max_errors
+from ..tolerance import Mismatch, describe, max_errors, mismatch
 from .protocol import Outcome, Unsupported
+from .result import Raised, Result
 
 if TYPE_CHECKING:
     from .corpus import CorpusCase
@@ -52,7 +56,6 @@ if TYPE_CHECKING:
 GRAD_UNITS = 32.0  # the gradient rule's multiple of eps(wide) max(1, |loss_i|)
 EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}  # machine epsilon
 SHOWN = 8  # loss values quoted in a message
-_SAMPLE = re.compile(r"^(labels|label_length|logit_length)\[(\d+)")
 
 
 def number(value: Any) -> str:
@@ -80,21 +83,22 @@ def grad_allowance(expected: np.ndarray, expected_loss: npt.ArrayLike, dtype: st
     return allowance
 
 
-def compare_grad(
+def grad_mismatch(
     got: npt.ArrayLike, expected: npt.ArrayLike, expected_loss: npt.ArrayLike, dtype: str, sample_axis: int
-) -> str | None:
+) -> Mismatch | None:
     """None when the gradient ``got`` conforms to ``expected`` by the gradient rule (module
     docstring; ``expected_loss`` the reference's [N] loss, ``sample_axis`` the gradient's sample
-    axis); otherwise the worst disagreement, in one line that starts with "gradient"."""
+    axis); otherwise the worst disagreement (kind ``"gradient"``, or ``"gradient-shape"``).
+    ValueError when ``expected`` has no sample axis of N (the reference's gradient and loss disagree)."""
     g = np.asarray(got, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     if g.shape != e.shape:
-        return f"gradient: shape {list(g.shape)}, expected {list(e.shape)}"
+        return Mismatch("gradient-shape", shape=g.shape, expected_shape=e.shape)
     if e.size == 0:
         return None
     samples = np.asarray(expected_loss).size
     if e.ndim <= sample_axis or e.shape[sample_axis] != samples:
-        return f"gradient: shape {list(e.shape)} has no sample axis {sample_axis} of {samples} samples"
+        raise ValueError(f"the expected gradient {list(e.shape)} has no sample axis {sample_axis} of {samples} samples")
     allowance = grad_allowance(e, expected_loss, dtype, sample_axis)
     with np.errstate(invalid="ignore", over="ignore"):
         same = (np.isnan(g) & np.isnan(e)) | (np.isinf(e) & (g == e))
@@ -104,50 +108,90 @@ def compare_grad(
     if not bad.any():
         return None
     where = tuple(int(i) for i in np.unravel_index(int(np.argmax(np.where(bad, off / allowance, -1.0))), e.shape))
-    return (
-        f"gradient at {list(where)}: got {number(g[where])}, expected {number(e[where])} "
-        f"({int(bad.sum())} of {bad.size} entries off; error {number(off[where])}, allowed "
-        f"{number(allowance[where])} = eps({dtype}) |expected| + {GRAD_UNITS:g} eps max(1, |loss|))"
+    return Mismatch(
+        "gradient",
+        sample=where[sample_axis],
+        got=float(g[where]),
+        expected=float(e[where]),
+        entry=where,
+        allowed=float(allowance[where]),
+        off=int(bad.sum()),
+        entries=int(bad.size),
     )
+
+
+def describe_grad(found: Mismatch, dtype: str) -> str:
+    """A ``"gradient"`` or ``"gradient-shape"`` mismatch of a ``dtype`` case in one line that starts
+    with "gradient"."""
+    if found.kind == "gradient-shape":
+        return f"gradient: shape {list(found.shape)}, expected {list(found.expected_shape)}"
+    error = abs(found.got - found.expected)
+    return (
+        f"gradient at {list(found.entry)}: got {number(found.got)}, expected {number(found.expected)} "
+        f"({found.off} of {found.entries} entries off; error {number(math.inf if math.isnan(error) else error)}, "
+        f"allowed {number(found.allowed)} = eps({dtype}) |expected| + {GRAD_UNITS:g} eps max(1, |loss|))"
+    )
+
+
+def compare_grad(
+    got: npt.ArrayLike, expected: npt.ArrayLike, expected_loss: npt.ArrayLike, dtype: str, sample_axis: int
+) -> str | None:
+    """None when the gradient ``got`` conforms to ``expected`` by the gradient rule; otherwise the
+    worst disagreement in one line that starts with "gradient" (:func:`grad_mismatch`, described)."""
+    found = grad_mismatch(got, expected, expected_loss, dtype, sample_axis)
+    return None if found is None else describe_grad(found, dtype)
 
 
 def offending(case: CorpusCase) -> npt.NDArray[np.bool_] | None:
     """The samples whose own inputs break a rule ([N] bools), or None when the fault is the
-    batch's (every sample must answer NaN)."""
+    batch's or every sample's (every sample must answer NaN)."""
     x = case.inputs
-    if case.form == "spec":
-        try:
-            _, _, _, faults = canonical.time_major_faults(x["inputs"], x["sequence_mask"], x["labels"])
-        except ValueError:  # a rank or an element type: the batch's
-            return None
-        return None if faults.all() else faults
-    found = _SAMPLE.match(case.error or "")
-    logits = x.get("logits")
-    if found is None or logits is None or logits.ndim != 3:
+    try:
+        if case.form == "spec":
+            faults = canonical.time_major_faults(x["inputs"], x["sequence_mask"], x["labels"])[3]
+        else:
+            logits, frames, labels, lengths = (x[k] for k in ("logits", "logit_length", "labels", "label_length"))
+            faults = canonical.openvino_faults(logits, frames, labels, lengths, x.get("blank_index"), **case.attributes)
+    except ValueError:  # a rank or an element type: the batch's
         return None
-    faults = np.zeros(logits.shape[0], dtype=bool)
-    if int(found.group(2)) < faults.size:
-        faults[int(found.group(2))] = True
-    return faults
+    return None if faults.all() else faults
 
 
-def rejected(loss: np.ndarray, case: CorpusCase) -> str | None:
-    """None when ``loss`` refuses the invalid ``case`` (NaN for every offending sample); else why not."""
+def rejected(loss: np.ndarray, case: CorpusCase) -> Mismatch | None:
+    """None when ``loss`` refuses the invalid ``case`` (NaN for every offending sample); else the
+    number it accepted (kind ``"accepted-invalid-input"``)."""
     faults = offending(case)
     values = np.asarray(loss, dtype=np.float64)
     if faults is None:
         if values.size and np.isnan(values).all():
             return None
-        return f"accepted invalid input (rule {case.rule}: {case.error}): got {shown(loss)}, NaN expected everywhere"
+        numbers = values.ravel()[~np.isnan(values.ravel())]
+        return Mismatch("accepted-invalid-input", got=float(numbers[0]) if numbers.size else math.nan)
     if values.shape != faults.shape:
-        return f"accepted invalid input (rule {case.rule}): loss shape {list(values.shape)}, expected {[faults.size]}"
+        return Mismatch("accepted-invalid-input", shape=values.shape, expected_shape=faults.shape)
     wrong = faults & ~np.isnan(values)
     if not wrong.any():
         return None
     first = int(np.argmax(wrong))
+    return Mismatch("accepted-invalid-input", sample=first, got=float(values[first]))
+
+
+def describe_refusal(found: Mismatch, loss: np.ndarray, case: CorpusCase) -> str:
+    """An ``"accepted-invalid-input"`` mismatch of ``loss`` on ``case`` in one line that names the
+    rule ``case`` breaks and quotes the numbers in their own element type."""
+    if found.expected_shape:
+        return (
+            f"accepted invalid input (rule {case.rule}): loss shape {list(found.shape)}, "
+            f"expected {list(found.expected_shape)}"
+        )
+    broken = f"accepted invalid input (rule {case.rule}: {case.error})"
+    if found.sample < 0:
+        return f"{broken}: got {shown(loss)}, NaN expected everywhere"
+    faults = offending(case)
+    samples = [] if faults is None else np.flatnonzero(faults).tolist()
     return (
-        f"accepted invalid input (rule {case.rule}: {case.error}): sample {first} got "
-        f"{number(np.asarray(loss).ravel()[first])}, NaN expected for samples {np.flatnonzero(faults).tolist()}"
+        f"{broken}: sample {found.sample} got {number(np.asarray(loss).ravel()[found.sample])}, "
+        f"NaN expected for samples {samples}"
     )
 
 
@@ -171,7 +215,7 @@ def bits(array: np.ndarray | None) -> str:
     return digest.hexdigest()[:32]
 
 
-def _raised(error: BaseException) -> str:
+def _raised(error: BaseException) -> Raised:
     """The exception's type and its message in one printable line (:func:`ctcop.text.one_line`): a message
     of several lines keeps its first (what failed) and its last (often why), the middle elided."""
     try:
@@ -179,8 +223,7 @@ def _raised(error: BaseException) -> str:
     except Exception:
         message = "(no readable message)"
     lines = [line for line in message.strip().splitlines() if line.strip()] or [""]
-    text = one_line(lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}")
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return Raised(type(error).__name__, one_line(lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"))
 
 
 def real(array: np.ndarray) -> bool:
@@ -217,25 +260,33 @@ def _answer_arrays(value: Any) -> tuple[np.ndarray, np.ndarray | None]:
     return loss, grad
 
 
-def _value_verdict(case: CorpusCase, loss: np.ndarray, grad: np.ndarray | None) -> dict[str, Any]:
+def _value_verdict(answer: Result, case: CorpusCase, loss: np.ndarray, grad: np.ndarray | None) -> Result:
+    """``answer`` (a value's) judged: its status, mismatch, message and the loss's errors."""
     if case.expect == "reject":
-        problem = rejected(loss, case)
-        message = problem or f"rejected: NaN for the offending samples, got {shown(loss)}"
-        return {"status": "fail" if problem else "pass", "max_abs_err": None, "max_rel_err": None, "message": message}
+        refused = rejected(loss, case)
+        if refused is None:
+            return replace(answer, status="pass", message=f"rejected: NaN for the offending samples, got {shown(loss)}")
+        return replace(answer, status="fail", mismatch=refused, message=describe_refusal(refused, loss, case))
     expected = case.expected_loss
     assert expected is not None
     dtype = case.tolerance or "float64"
-    problem = compare(loss, expected, dtype)
     worst_abs, worst_rel = max_errors(loss, expected)
-    if problem is None and grad is not None and case.expected_grad is not None:
-        problem = compare_grad(grad, case.expected_grad, expected, dtype, sample_axis(case))
-    return {"status": "fail" if problem else "pass", "max_abs_err": worst_abs, "max_rel_err": worst_rel,
-            "message": problem or ""}  # fmt: skip
+    answer = replace(answer, max_abs_err=worst_abs, max_rel_err=worst_rel)
+    found = mismatch(loss, expected, dtype)
+    if found is not None:
+        return replace(answer, status="fail", mismatch=found, message=describe(found))
+    if grad is not None and case.expected_grad is not None:
+        found = grad_mismatch(grad, case.expected_grad, expected, dtype, sample_axis(case))
+        if found is not None:
+            return replace(answer, status="fail", mismatch=found, message=describe_grad(found, dtype))
+    return replace(answer, status="pass")
 
 
-def judge(runtime: Any, case: CorpusCase) -> dict[str, Any]:
-    """Evaluate ``case`` with ``runtime`` once: ``{"kind": value | raised | skip, "status", "max_abs_err",
-    "max_rel_err", "message", "loss" (the values as text), "loss_bits", "grad_bits"}``.
+def judge(runtime: Any, case: CorpusCase, name: str = "") -> Result:
+    """Evaluate ``case`` with ``runtime`` (called ``name``) once: a :class:`~.result.Result` with
+    ``answer`` value, raised or skip, its status and message, the loss's errors and
+    :class:`~ctcop.tolerance.Mismatch` or what the runtime raised, the loss's first values as text
+    and the digests of the loss and the gradient.
 
     The runtime gets :meth:`~.corpus.CorpusCase.handed` (fresh read-only inputs), so nothing it
     does changes the case for the verdict or a later evaluation. Whatever it raises (any
@@ -245,17 +296,18 @@ def judge(runtime: Any, case: CorpusCase) -> dict[str, Any]:
     try:
         loss, grad = _answer_arrays(runtime.run(case.handed()))
     except Unsupported as why:
-        return {"kind": "skip", "status": "skip", "message": str(why) or "unsupported", "loss_bits": "skip"}
+        return Result(case.id, name, "skip", one_line(why) or "unsupported", answer="skip", loss_bits="skip")
     except InvalidAnswer as wrong:
-        return {"kind": "raised", "status": "error", "message": f"not a valid answer: {wrong}", "loss_bits": "invalid"}
+        return Result(case.id, name, "error", f"not a valid answer: {wrong}", answer="raised", loss_bits="invalid")
     except BaseException as error:  # whatever a runtime raises is its answer (see above)
         raised = _raised(error)
         status = "pass" if case.expect == "reject" and isinstance(error, Exception) else "error"
-        message = f"rejected: {raised}" if status == "pass" else raised
-        return {"kind": "raised", "status": status, "message": message, "loss_bits": type(error).__name__}
-    try:
-        verdict = _value_verdict(case, loss, grad)
-    except Exception as error:  # a result that cannot even be compared
-        verdict = {"status": "fail", "message": f"result not comparable: {_raised(error)}"}
-    values = [number(v) for v in loss.ravel()[:4096]]
-    return {"kind": "value", **verdict, "loss": values, "loss_bits": bits(loss), "grad_bits": bits(grad)}
+        message = f"rejected: {raised}" if status == "pass" else str(raised)
+        return Result(case.id, name, status, message, raised=raised, answer="raised", loss_bits=raised.type)
+    answer = Result(case.id, name, "pass", answer="value")
+    try:  # an answer too big to copy (a broadcast view of 2^40 elements) cannot even be compared
+        values = tuple(number(v) for v in loss.ravel()[:4096])
+        answer = replace(answer, loss=values, loss_bits=bits(loss), grad_bits=bits(grad))
+        return _value_verdict(answer, case, loss, grad)
+    except Exception as error:
+        return replace(answer, status="fail", message=f"result not comparable: {_raised(error)}")

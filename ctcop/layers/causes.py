@@ -5,39 +5,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..defects import defect
+from .. import defect_rules
+from ..attributes import Attributes
+from ..schema import form
 from .find import Layer
 from .result import LayerResult
+from .validate import attributes_of
 
-
-def _named(defect_id: str, evidence: str) -> str:
-    """``D1 (spec 4.4): <title> — <evidence>``, the registry's words for a defect (spec 10.1)."""
-    return f"{defect(defect_id).label} — {evidence}"
+# The conformance runtime that runs each form of layer on OpenVINO: the released layer is
+# OpenVINO's own kernel, ctcop's IR layer the custom op, ctcop's ONNX node the extension's lowering.
+ON_OPENVINO = {"released": "openvino", "ctcop-ir": "openvino-custom", "ctcop-onnx": "openvino-onnx"}
 
 
 def likely_cause(layer: Layer, inputs: list[np.ndarray], verdict: str, runtime: str) -> str:
-    """The registered defect (spec 10.1) that explains ``verdict``, with its evidence, or ""."""
-    if runtime != "openvino" or not inputs:
+    """The registered defects (spec 10.1) that explain ``verdict`` ("crash", "error" or
+    "disagree") of ``runtime`` ("openvino" or "onnxruntime") on the layer's ``inputs``, each with
+    its evidence (:func:`ctcop.defect_rules.explain`), or ""."""
+    if not inputs or verdict not in ("crash", "error", "disagree"):
         return ""
-    logits = np.asarray(inputs[0], dtype=np.float64)
-    if layer.form == "released":
-        lengths, target_lengths = np.asarray(inputs[1]), np.asarray(inputs[3])
-        if verdict == "crash" and (target_lengths == 0).any():
-            i = int(np.argmax(target_lengths == 0))
-            return _named("D1", f"sample {i} has an empty target (label_length 0)")
-        if verdict == "error" and (target_lengths > lengths).any():
-            i = int(np.argmax(target_lengths > lengths))
-            return _named("D2", f"sample {i} has label_length {target_lengths[i]} > logit_length {lengths[i]}")
-        if verdict == "disagree" and lengths.size and not lengths.any():
-            return _named("D8", "no sample has a frame (every logit_length is 0)")
-        evidence = defect("D3").evidence
-        if verdict == "disagree" and logits.size:
-            top, low = logits.max(), logits.max(axis=2).min()
-            if top >= evidence["logit_at_least"] or low <= evidence["frame_max_at_most"]:
-                return _named("D3", f"largest logit {top:.6g}, smallest frame maximum {low:.6g}")
-    if verdict == "disagree" and layer.ports[0].dtype == "float64":
-        return f"{_named('D4', 'float64 logits')}; {defect('D5').label}"
-    return ""
+    attributes = Attributes.of(attributes_of(layer), form_name=layer.spec_form)
+    named = dict(zip(form(layer.spec_form).input_names, inputs, strict=False))
+    x = defect_rules.read(named, attributes, layer.ports[0].dtype)
+    failure = defect_rules.Failure("fail" if verdict == "disagree" else verdict)
+    on = ON_OPENVINO[layer.form] if runtime == "openvino" else runtime
+    return "; ".join(cause.text() for cause in defect_rules.explain(x, failure, on))
 
 
 def precision_cause(compiled: str, declared_type: str, again: LayerResult) -> str:

@@ -15,14 +15,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..isolated import Failed, Lost, call
 from ..reference import ctc_loss, openvino_ctc_loss
 from ..tolerance import compare, max_errors
 from .causes import likely_cause, precision_cause
@@ -30,6 +29,7 @@ from .find import Layer
 from .result import LayerResult
 from .validate import attributes_of, validate_layer
 
+WORKER = "ctcop.layers.worker:evaluate"
 WORKER_TIMEOUT_S = 600.0
 
 
@@ -48,23 +48,18 @@ def _finished(folder: str, index: int) -> bool:
 
 
 def _run_worker(request: dict[str, Any], folder: str, settled: set[int]) -> None:
-    """Run the worker until every requested layer has its result file or has been found to kill
-    the worker (then a fresh worker resumes after it). The first worker may run an ONNX model's
-    layers together; one that dies then is run again layer by layer, so that a crash is its own
-    layer's. ``settled`` receives each layer index whose outcome is known, also when an
-    interruption ends this early (the worker is then killed and reaped by ``subprocess.run``)."""
+    """Run a worker (:mod:`.worker` in a fresh process, :mod:`ctcop.isolated`) until every
+    requested layer has its result file or has been found to kill the worker (then a fresh worker
+    resumes after it). The first worker may run an ONNX model's layers together; one that dies then
+    is run again layer by layer, so that a crash is its own layer's. ``settled`` receives each layer
+    index whose outcome is known, also when an interruption ends this early (the worker is then
+    killed and reaped)."""
     indices = request["layers"]
     start, batch = 0, request["kind"] == "onnx"
     try:
         while start < len(indices):
-            path = os.path.join(folder, "request.json")
-            with open(path, "w", encoding="utf-8") as file:
-                json.dump({**request, "start": start, "batch": batch}, file)
-            command = [sys.executable, "-m", "ctcop.layers.worker", path]
-            with contextlib.suppress(subprocess.TimeoutExpired):  # a hung runtime counts as a crash
-                subprocess.run(
-                    command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S
-                )
+            with contextlib.suppress(Lost, Failed):  # died, hung (a crash) or failed: its files say how far it got
+                call(WORKER, {**request, "start": start, "batch": batch}, WORKER_TIMEOUT_S)
             pending = [position for position in range(start, len(indices)) if not _finished(folder, indices[position])]
             if pending and batch:  # died running layers together: again one by one, to place the crash
                 batch = False

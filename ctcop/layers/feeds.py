@@ -15,16 +15,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..canonical import Dim
 from ..errors import InvalidInputError
 from ..schema import PortSpec, form
 from .files import MAX_TENSOR_BYTES
-from .find import Dim, Layer
+from .find import Layer
 
 
 @dataclass(frozen=True)
 class ModelInput:
     name: str
-    shape: tuple[Dim, ...]
+    shape: tuple[Dim, ...] | None  # None: not even the rank is known
     dtype: str
 
 
@@ -35,16 +36,17 @@ def checked_feeds(given: dict[str, np.ndarray], inputs: list[ModelInput]) -> dic
         if model_input.name not in given:
             raise InvalidInputError("inputs", f"no array for model input {model_input.name!r}")
         array = given[model_input.name]
+        _fed_dtype(model_input)
         if array.dtype.name != model_input.dtype:
             raise InvalidInputError(
                 "inputs", f"{model_input.name!r} is {array.dtype.name}, the model takes {model_input.dtype}"
             )
-        fits = array.ndim == len(model_input.shape) and all(
-            d is None or d == s for d, s in zip(model_input.shape, array.shape, strict=True)
-        )
-        if not fits:
+        declared = model_input.shape
+        if declared is not None and not (
+            array.ndim == len(declared) and all(d is None or d == s for d, s in zip(declared, array.shape, strict=True))
+        ):
             raise InvalidInputError(
-                "inputs", f"{model_input.name!r} has shape {array.shape}, the model takes {list(model_input.shape)}"
+                "inputs", f"{model_input.name!r} has shape {array.shape}, the model takes {list(declared)}"
             )
         feeds[model_input.name] = array
     return feeds
@@ -92,26 +94,52 @@ def _for_port(rng: np.random.Generator, layer: Layer, port: str, shape: tuple[in
     return rng.normal(size=shape) * 2.0
 
 
+# What ``ctcop eval`` feeds a model: bool, integer and IEEE float inputs (an npz holds no strings
+# without pickle, and bfloat16 or float8 have no npy type that every side reads back).
+FED_TYPES = frozenset(
+    ["bool", "float16", "float32", "float64"] + [f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)]
+)
+
+
+def _fed_dtype(model_input: ModelInput) -> np.dtype:
+    if model_input.dtype not in FED_TYPES:
+        raise InvalidInputError(
+            "inputs",
+            f"model input {model_input.name!r} has element type {model_input.dtype}: ctcop eval feeds bool, "
+            "integer, float16, float32 and float64 inputs only",
+        )
+    return np.dtype(model_input.dtype)
+
+
+def _static_shape(model_input: ModelInput) -> tuple[int, ...]:
+    if model_input.shape is None:
+        raise InvalidInputError(
+            "inputs", f"model input {model_input.name!r} has a dynamic rank: give --inputs FILE.npz"
+        )
+    if any(d is None for d in model_input.shape):
+        axis = next(i for i, d in enumerate(model_input.shape) if d is None)
+        raise InvalidInputError(
+            "inputs", f"model input {model_input.name!r} has a dynamic dimension {axis}: give --inputs FILE.npz"
+        )
+    return tuple(int(d) for d in model_input.shape if d is not None)
+
+
 def random_feeds(inputs: list[ModelInput], layers: list[Layer], seed: int) -> dict[str, np.ndarray]:
-    """Random inputs of the model's static shapes; a dynamic dimension is a usage error."""
+    """Random inputs of the model's static shapes; a dynamic dimension, an element type ctcop does
+    not feed, or inputs over the tensor limit together are usage errors, before any is drawn."""
     roles: dict[str, list[tuple[Layer, str, PortSpec]]] = {}
     for layer in layers:
         for port, spec in zip(layer.ports, form(layer.spec_form).inputs, strict=False):
             roles.setdefault(port.value, []).append((layer, port.name, spec))
+    planned = [(model_input, _static_shape(model_input), _fed_dtype(model_input)) for model_input in inputs]
+    total = sum(math.prod(shape) * dtype.itemsize for _, shape, dtype in planned)  # Python ints: no overflow
+    if total > MAX_TENSOR_BYTES:
+        raise InvalidInputError(
+            "inputs", f"the model's inputs take {total} bytes together, over {MAX_TENSOR_BYTES}: give --inputs FILE.npz"
+        )
     rng = np.random.default_rng(seed)
-    feeds = {}
-    for model_input in inputs:
-        if any(d is None for d in model_input.shape):
-            axis = next(i for i, d in enumerate(model_input.shape) if d is None)
-            raise InvalidInputError(
-                "inputs", f"model input {model_input.name!r} has a dynamic dimension {axis}: give --inputs FILE.npz"
-            )
-        shape = tuple(int(d) for d in model_input.shape if d is not None)
-        dtype = np.dtype(model_input.dtype)
-        if math.prod(shape) * dtype.itemsize > MAX_TENSOR_BYTES:  # Python ints: no int64 overflow
-            raise InvalidInputError(
-                "inputs", f"model input {model_input.name!r} of shape {list(shape)} is over {MAX_TENSOR_BYTES} bytes"
-            )
+    feeds: dict[str, np.ndarray] = {}
+    for model_input, shape, dtype in planned:
         # A port's values only for an input of the port's rank and an element type it takes: a
         # layer wired otherwise is invalid-layer, and the input gets plain values.
         fitting = [

@@ -233,9 +233,9 @@ def _declared_bytes(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) 
 
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:
-    """The arrays of an npz file (no pickle), each and all together within the tensor limit: every
-    member's size, as its zip entry and its .npy header declare it, is checked before any array is
-    read."""
+    """The arrays of an npz file (no pickle), each and all together within the tensor limit, in
+    native byte order: every member's size, as its zip entry and its .npy header declare it, is
+    checked before any array is read."""
     checked_input_file(path, "inputs")
     try:
         with zipfile.ZipFile(path) as archive:
@@ -257,4 +257,8 @@ def load_inputs(path: str) -> dict[str, np.ndarray]:
     for name, array in arrays.items():
         if array.nbytes > MAX_TENSOR_BYTES:
             raise InvalidInputError("inputs", f"{name!r} holds {array.nbytes} bytes, over {MAX_TENSOR_BYTES}")
-    return arrays
+    # The values, in this machine's byte order: a runtime reads an array's bytes, the reference its values.
+    return {
+        name: array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
+        for name, array in arrays.items()
+    }

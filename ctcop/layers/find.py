@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from ..canonical import Dim as Dim  # feeds.py reads it from here
 from ..errors import InvalidInputError
 from ..schema import encoding, form
 from .files import IR_LAYER_ID
 
 FORMS = {"released": "openvino", "ctcop-ir": "time_major", "ctcop-onnx": "time_major"}
-Dim = int | None
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ def open_model(path: str) -> OpenedModel:
         inputs = [
             ModelInput(
                 i.get_any_name(),
-                ov_shape(i.get_partial_shape()) or (),
+                ov_shape(i.get_partial_shape()),  # None: a dynamic rank
                 ov_type_name(i.get_element_type()),
             )
             for i in model.inputs

@@ -10,7 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from ..options import MAX_TENSOR_BYTES
+from .. import canonical
+from ..attributes import written_flag
+from ..errors import InvalidInputError
+from ..files import MAX_TENSOR_BYTES
 from ..schema import PortSpec, form
 from .find import Layer, Port
 
@@ -36,73 +39,50 @@ class Finding:
         return f"{self.level}: {self.layer}: {self.message}"
 
 
-def _boolean(value: Any) -> bool | None:
-    """An attribute value as a boolean (bool, 0/1, "true"/"false" in any case), or None when it is
-    none. No white space is allowed around the word: OpenVINO reads " true" as false (spec 13)."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    return None
-
-
 def _port_findings(port: Port, spec: PortSpec, dims: dict[str, int]) -> list[str]:
-    problems = []
-    if port.dtype not in spec.types:
-        problems.append(f"{spec.name}: element type {port.dtype} is not one of {', '.join(spec.types)} (rule 6)")
-    if port.shape is None:
-        return problems
-    static = [d for d in port.shape if d is not None]
-    if len(static) == len(port.shape) and port.dtype in spec.types:
+    problems = [str(problem) for problem in canonical.port_problems(port.shape, port.dtype, spec, dims)]
+    static = [d for d in port.shape or () if d is not None]
+    if port.shape is not None and len(static) == len(port.shape) and port.dtype in spec.types:
         nbytes = math.prod(static) * (2 if port.dtype == "bfloat16" else np.dtype(port.dtype).itemsize)
         if nbytes > MAX_TENSOR_BYTES:
             problems.append(
                 f"{spec.name}: declared {nbytes / 2**30:.3g} GiB, over the {MAX_TENSOR_BYTES >> 30} GiB "
                 "ctcop evaluates (spec 13)"
             )
-    if len(port.shape) != spec.rank:
-        return [*problems, f"{spec.name}: rank {len(port.shape)}, the spec's is {spec.rank} ([{', '.join(spec.dims)}])"]
-    for symbol, size in zip(spec.dims, port.shape, strict=True):
-        if size is None:
-            continue
-        expected = dims.setdefault(symbol, size)
-        if size != expected:
-            problems.append(f"{spec.name}: {symbol} = {size}, but {symbol} = {expected} from an earlier input")
     return problems
+
+
+def _written_flag(value: Any, name: str) -> bool | None:
+    """The attribute as the boolean its file writes, or None where it writes none."""
+    try:
+        return written_flag(value, name)
+    except InvalidInputError:
+        return None
 
 
 def _attribute_findings(layer: Layer) -> list[str]:
     defaults = form(layer.spec_form).attributes
     problems = [f"unknown attribute {name!r}" for name in layer.attributes if name not in defaults]
     for name, value in layer.attributes.items():
-        if name in defaults and _boolean(value) is None:
+        if name in defaults and _written_flag(value, name) is None:
             problems.append(f"attribute {name} = {value!r} is not a boolean")
     return problems
 
 
-def _constant_findings(layer: Layer, dims: dict[str, int]) -> list[str]:
+def _constant_findings(layer: Layer, dims: dict[str, int]) -> list[InvalidInputError]:
+    """Rules 7.1 and 3.3 on the inputs the file holds as constants, where T and C are known."""
     frames, classes = dims.get("T"), dims.get("C")
-    problems = []
+    problems: list[InvalidInputError] = []
     for port in layer.ports:
         values = port.constant
-        if values is None or values.dtype.kind not in "iub":
+        if values is None or values.dtype.kind not in "iu":
             continue
-        if port.name == "blank_index" and (values.ndim != 0 or (classes is not None and not 0 <= values < classes)):
-            problems.append(
-                f"blank_index = {values.tolist()} is not a scalar in [0, {classes - 1 if classes else 'C-1'}]"
-            )
-        if port.name in ("logit_length", "label_length") and frames is not None:
-            bad = (values < 0) | (values > frames)
-            if bad.any():
-                problems.append(
-                    f"{port.name}[{int(np.argmax(bad))}] = {values[bad][0]} is outside [0, {frames}] (rule 7.1)"
-                )
-        if port.name == "labels" and layer.spec_form == "time_major" and classes is not None:
-            bad = (values != -1) & ((values < 0) | (values > classes - 2))
-            if bad.any():
-                problems.append(f"labels holds {values[bad][0]}, not a class in [0, {classes - 2}] nor -1 (rule 3.3)")
+        if port.name == "blank_index" and values.ndim == 0 and classes is not None:
+            problems += canonical.blank_problems(values, classes)
+        if port.name in ("logit_length", "label_length") and values.ndim == 1 and frames is not None:
+            problems += canonical.length_problems(values, port.name, frames)
+        if port.name == "labels" and layer.spec_form == "time_major" and values.ndim == 2 and classes is not None:
+            problems += canonical.time_major_label_problems(values, classes)
     return problems
 
 
@@ -116,11 +96,10 @@ def validate_layer(layer: Layer) -> list[Finding]:
     dims: dict[str, int] = {}
     for port, port_spec in zip(layer.ports, spec.inputs, strict=False):
         errors += _port_findings(port, port_spec, dims)
-    if dims.get("C") == 0:
-        errors.append("C = 0: there must be at least the blank class")
+    errors += [str(problem) for problem in canonical.classes_problems(spec, dims)]
     if layer.output_dtype != "?" and layer.ports and layer.output_dtype != layer.ports[0].dtype:
         errors.append(f"output element type {layer.output_dtype} differs from the logits' {layer.ports[0].dtype}")
-    errors += _attribute_findings(layer) + _constant_findings(layer, dims)
+    errors += _attribute_findings(layer) + [str(problem) for problem in _constant_findings(layer, dims)]
     absent = defaults_of(layer)
     notes, warnings = [], []
     for name, value in spec.attributes.items():
@@ -149,7 +128,7 @@ def attributes_of(layer: Layer) -> dict[str, bool]:
     """The layer's attributes as booleans, an absent one as the runtime reads it (valid layers only)."""
     chosen = defaults_of(layer)
     for name, value in layer.attributes.items():
-        flag = _boolean(value)
-        if name in chosen and flag is not None:
-            chosen[name] = flag
+        written = _written_flag(value, name)
+        if name in chosen and written is not None:
+            chosen[name] = written
     return chosen

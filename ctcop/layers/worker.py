@@ -1,11 +1,12 @@
-"""The runtime side of ``ctcop eval``, in its own process (``python -m ctcop.layers.worker REQUEST``).
+"""The runtime side of ``ctcop eval``, in a worker process of its own (:func:`evaluate`, run by
+:class:`ctcop.isolated.Worker`).
 
 For each requested layer from ``start`` on it writes ``K.precision.json`` (the inference precision
 OpenVINO compiled the model at, under the request's ``precision``: spec 13), ``K.inputs.npz`` (the
 layer's input values, computed by the runtime from the model's inputs) and then ``K.loss.npy`` (the
-layer's output) or ``K.error.txt``, printing one line after each file. A runtime that kills the
-process (OpenVINO's kernel on an empty target, spec 12.2 D1) leaves the inputs without a loss: the
-parent reports a crash and starts a fresh worker after that layer.
+layer's output) or ``K.error.txt``. A runtime that kills the process (OpenVINO's kernel on an empty
+target, spec 12.2 D1) leaves the inputs without a loss: the parent reports a crash and starts a
+fresh worker after that layer.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import sys
 from typing import Any
 
 import numpy as np
@@ -44,6 +43,14 @@ def _openvino_values(
 
     names = [_value_name(model, output) for output in outputs]
     sub = openvino.Model([ops.result(output) for output in outputs], model.get_parameters())
+    unranked = {  # the CPU plugin compiles no input of dynamic rank: it takes the fed array's
+        parameter.output(0): openvino.PartialShape(list(feeds[name].shape))
+        for parameter in sub.get_parameters()
+        if parameter.get_output_partial_shape(0).rank.is_dynamic
+        for name in [n for n in sorted(parameter.output(0).get_names()) if n in feeds][:1]
+    }
+    if unranked:
+        sub.reshape(unranked)
     compiled = openvino_core().compile_model(sub, device, config)
     result = compiled(_fed(compiled, feeds))
     return [np.asarray(result[name]) for name in names], compiled_precision(compiled)
@@ -88,13 +95,13 @@ def _ir_layers(request: dict[str, Any], feeds: dict[str, np.ndarray]) -> None:
     nodes = openvino_layer_nodes(model)
     for index in request["layers"][request["start"] :]:
         node = nodes[index]
-        config = _config(request, node.get_input_element_type(0))
-        inputs, precision = _openvino_values(model, list(node.input_values()), feeds, request["device"], config)
-        _write(request, index, "precision.json", precision)
-        _write(request, index, "inputs.npz", inputs)
-        try:
+        try:  # the runtime's refusal, of the layer's inputs or of the layer, is a finding
+            config = _config(request, node.get_input_element_type(0))
+            inputs, precision = _openvino_values(model, list(node.input_values()), feeds, request["device"], config)
+            _write(request, index, "precision.json", precision)
+            _write(request, index, "inputs.npz", inputs)
             (loss,), _ = _openvino_values(model, [node.output(0)], feeds, request["device"], config)
-        except Exception as error:  # the runtime's refusal is a finding
+        except Exception as error:
             _write(request, index, "error.txt", error)
             continue
         _write(request, index, "loss.npy", loss)
@@ -197,18 +204,10 @@ def _write(request: dict[str, Any], index: int, kind: str, value: Any) -> None:
         lines = str(value).strip().splitlines() or [type(value).__name__]
         with open(path, "w", encoding="utf-8") as file:
             file.write(f"{type(value).__name__}: {lines[-1][:300]}")
-    print(json.dumps({"index": index, "wrote": kind}), flush=True)
 
 
-def main(request_path: str) -> None:
-    # A Ctrl-C reaches the whole process group: the parent stops this worker itself and reports.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with open(request_path, encoding="utf-8") as file:
-        request = json.load(file)
+def evaluate(request: dict[str, Any]) -> None:
+    """Write the files of the requested layers (module docstring); the answer is the files."""
     with np.load(request["feeds"], allow_pickle=False) as archive:
         feeds = {name: archive[f"arr_{k}"] for k, name in enumerate(request["feed_names"])}
     (_ir_layers if request["kind"] == "ir" else _onnx_layers)(request, feeds)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1])

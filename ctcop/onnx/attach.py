@@ -7,7 +7,6 @@ converted is refused), since relabelling the opset would change what its nodes m
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,7 +14,7 @@ import onnx
 from onnx import version_converter
 
 from ..errors import InvalidInputError
-from ..options import Dim, ExportOptions, attached_names
+from ..options import Dim, ExportOptions, attached_names, chosen_output
 from . import function
 from .files import inferred_shapes, known_opset
 from .types import type_name
@@ -28,18 +27,9 @@ def _first_line(error: BaseException) -> str:
 
 
 def _output_name(model: onnx.ModelProto, logits_output: str | int) -> str:
-    """The name of the output ``logits_output`` names, or indexes (an int, or a string of ASCII
-    digits that is no output's name)."""
-    names: list[str] = [str(o.name) for o in model.graph.output]
-    if isinstance(logits_output, str) and logits_output not in names and re.fullmatch(r"[0-9]{1,9}", logits_output):
-        logits_output = int(logits_output)
-    if isinstance(logits_output, int) and not isinstance(logits_output, bool):
-        if not 0 <= logits_output < len(names):
-            raise InvalidInputError("logits_output", f"index {logits_output} is outside [0, {len(names) - 1}]")
-        return names[logits_output]
-    if not isinstance(logits_output, str) or logits_output not in names:
-        raise InvalidInputError("logits_output", f"{logits_output!r} is not an output of the model")
-    return logits_output
+    """The name of the output ``logits_output`` names or indexes (:func:`ctcop.options.chosen_output`)."""
+    names = [str(o.name) for o in model.graph.output]
+    return names[chosen_output([{name} for name in names], logits_output)]
 
 
 def _logits_type(model: onnx.ModelProto, logits_output: str) -> tuple[str, tuple[Dim, Dim, Dim]]:

@@ -16,7 +16,7 @@ import onnx
 from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
 from ..errors import InvalidInputError
-from ..options import MAX_TENSOR_BYTES, atomic_output, checked_input_file
+from ..files import MAX_TENSOR_BYTES, atomic_output, checked_input_file
 
 
 def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
@@ -195,15 +195,42 @@ def _check_names(model: onnx.ModelProto) -> None:
             raise InvalidInputError("model", f"a name is not UTF-8 text: {name!r}")
 
 
+def _graph_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of ``graph`` and of the subgraphs its nodes hold (If, Loop, Scan bodies)."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for body in [attribute.g, *attribute.graphs] if attribute.HasField("g") else attribute.graphs:
+                yield from _graph_nodes(body)
+
+
+def _check_references(model: onnx.ModelProto) -> None:
+    """An attribute that refers to a function's attribute (``ref_attr_name``) means something only
+    inside a function body; in the model's graphs it has no value to read."""
+    for node in _graph_nodes(model.graph):
+        for attribute in node.attribute:
+            if attribute.ref_attr_name:
+                raise InvalidInputError(
+                    "model",
+                    f"node {node.name or node.op_type!r}: attribute {attribute.name!r} refers to a function "
+                    f"attribute ({attribute.ref_attr_name!r}) outside any function",
+                )
+
+
 def load_onnx(path: str) -> onnx.ModelProto:
     """Read an ONNX model from an untrusted file, checking the file and its external data before
     reading them; any failure is an :class:`InvalidInputError`."""
     checked_input_file(path, "model")
     try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError("model", f"{path!r}: onnx reads files whose names are valid UTF-8 only") from None
+    try:
         model = onnx.load(path, load_external_data=False)
     except Exception as error:  # OSError, protobuf's DecodeError, ...: all mean "not a readable model"
         raise InvalidInputError("model", f"cannot read {path!r} as ONNX: {type(error).__name__}") from None
     _check_names(model)
+    _check_references(model)
     known_opset(model)
     check_external_data(model, path)
     _check_tensor_sizes(model)

@@ -40,7 +40,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..schema import encoding, form
-from .graph import GraphBuilder
+from .graph import GraphBuilder, Sizes, any_along, fitted
+from .types import tensor_type
 
 DOMAIN: str = encoding("onnx")["domain"]
 DOMAIN_VERSION: int = encoding("onnx")["domain_version"]
@@ -126,24 +127,6 @@ def _take(g: GraphBuilder, data: str, flat_index: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Shapes:
-    """Sizes of ``inputs`` [T, N, C]: 1-element shapes and scalars."""
-
-    frames: str
-    batch: str
-    classes: str
-    frame_count: str
-    batch_size: str
-    class_count: str
-
-    @classmethod
-    def of(cls, g: GraphBuilder, x: str) -> _Shapes:
-        frames, batch, classes = (g.Shape(x, start=i, end=i + 1) for i in range(3))
-        frame_count, batch_size, class_count = (g.Squeeze(d, g.i64([0])) for d in (frames, batch, classes))
-        return cls(frames, batch, classes, frame_count, batch_size, class_count)
-
-
-@dataclass(frozen=True)
 class _Checked:
     """``sequence_mask`` and ``labels`` as the rest of the function may read them (spec 11.5):
     ``active`` [T, N] (bool, a prefix in every column), ``labels`` [N, T] (int64, -1 or a class
@@ -155,38 +138,24 @@ class _Checked:
     faults: str
 
 
-def _fitted(g: GraphBuilder, values: str, shape: str, fill: float) -> str:
-    """[A, B] ``values`` of any integer type cut and padded with ``fill`` to ``shape`` [2], as
-    float64. The Slice comes first: it gives onnxruntime an output of no inferred shape, so no
-    buffer is planned from the declared dimensions that the actual ones may contradict."""
-    cut = g.Slice(values, g.i64([0, 0]), shape, g.i64([0, 1]))
-    pads = g.Concat(g.i64([0, 0]), g.Sub(shape, g.Shape(cut)), axis=0)
-    return g.Pad(g.Cast(cut, to=DOUBLE), pads, g.const(fill, np.float64))
-
-
-def _any(g: GraphBuilder, flags: str, axis: int) -> str:
-    """[N] true where ``flags`` holds anywhere along ``axis`` (a sum: defined for length 0)."""
-    return g.Greater(g.ReduceSum(g.Cast(flags, to=INT64), g.i64([axis]), keepdims=0), g.i64(0))
-
-
-def _checks(g: GraphBuilder, mask_name: str, labels_name: str, shapes: _Shapes) -> _Checked:
+def _checks(g: GraphBuilder, mask_name: str, labels_name: str, sizes: Sizes) -> _Checked:
     """Checks (3.1, 3.3, 11.5). Values are compared as float64: every integer that casts to 0,
     1, -1 or into [0, C-2] is that value, and no cast wraps (uint64 2**64 - 1 is not -1)."""
     axis0, axis1 = g.i64([0]), g.i64([1])
-    mask = _fitted(g, mask_name, g.Concat(shapes.frames, shapes.batch, axis=0), 0.0)
-    labels = _fitted(g, labels_name, g.Concat(shapes.batch, shapes.frames, axis=0), -1.0)
-    one, zero = g.Equal(mask, g.const(1.0, np.float64)), g.Equal(mask, g.const(0.0, np.float64))
+    mask = fitted(g, mask_name, g.Concat(sizes.frames, sizes.batch, axis=0), g.f64(0.0), 2, to=DOUBLE)
+    labels = fitted(g, labels_name, g.Concat(sizes.batch, sizes.frames, axis=0), g.f64(-1.0), 2, to=DOUBLE)
+    one, zero = g.Equal(mask, g.f64(1.0)), g.Equal(mask, g.f64(0.0))
     after_gap = g.And(one, g.Greater(g.CumSum(g.Cast(g.Not(one), to=INT64), g.i64(0)), g.i64(0)))
-    mask_faults = _any(g, g.Or(g.Not(g.Or(one, zero)), after_gap), 0)
-    last_class = g.Cast(g.Sub(shapes.class_count, g.i64(2)), to=DOUBLE)
-    label_ok = g.And(g.GreaterOrEqual(labels, g.const(0.0, np.float64)), g.LessOrEqual(labels, last_class))
-    label_faults = _any(g, g.Not(g.Or(label_ok, g.Equal(labels, g.const(-1.0, np.float64)))), 1)
+    mask_faults = any_along(g, g.Or(g.Not(g.Or(one, zero)), after_gap), 0)
+    last_class = g.Cast(g.Sub(sizes.class_count, g.i64(2)), to=DOUBLE)
+    label_ok = g.And(g.GreaterOrEqual(labels, g.f64(0.0)), g.LessOrEqual(labels, last_class))
+    label_faults = any_along(g, g.Not(g.Or(label_ok, g.Equal(labels, g.f64(-1.0)))), 1)
     actual = g.Concat(g.Shape(mask_name), g.Shape(labels_name), axis=0)
-    declared = g.Concat(shapes.frames, shapes.batch, shapes.batch, shapes.frames, axis=0)
-    batch_fault = g.Or(_any(g, g.Not(g.Equal(actual, declared)), 0), g.Equal(shapes.class_count, g.i64(0)))
+    declared = g.Concat(sizes.frames, sizes.batch, sizes.batch, sizes.frames, axis=0)
+    batch_fault = g.Or(any_along(g, g.Not(g.Equal(actual, declared)), 0), g.Equal(sizes.class_count, g.i64(0)))
     faults = g.Or(g.Or(mask_faults, label_faults), batch_fault)
     active = g.And(one, g.Not(g.Unsqueeze(faults, axis0)))
-    kept = g.Where(g.And(label_ok, g.Not(g.Unsqueeze(faults, axis1))), labels, g.const(-1.0, np.float64))
+    kept = g.Where(g.And(label_ok, g.Not(g.Unsqueeze(faults, axis1))), labels, g.f64(-1.0))
     return _Checked(active, g.Cast(kept, to=INT64), faults)
 
 
@@ -205,15 +174,15 @@ class _Frames:
     padded: str
 
 
-def _frames(g: GraphBuilder, active: str, shapes: _Shapes, sample_ids: str) -> _Frames:
+def _frames(g: GraphBuilder, active: str, sizes: Sizes, sample_ids: str) -> _Frames:
     """Steps (3.1): the mask is a prefix of length T_n in every column (checked)."""
     unroll = g.i64([UNROLL])
-    blocks = g.Div(g.Add(shapes.frames, g.i64([UNROLL - 1])), unroll)
+    blocks = g.Div(g.Add(sizes.frames, g.i64([UNROLL - 1])), unroll)
     padded = g.Squeeze(g.Mul(blocks, unroll), g.i64([0]))
     steps = g.Unsqueeze(g.Range(g.i64(0), padded, g.i64(1)), g.i64([1]))
     counts = g.ReduceSum(g.Cast(active, to=INT64), g.i64([0]), keepdims=0)
-    frame = g.Min(steps, g.Max(g.Sub(shapes.frame_count, g.i64(1)), g.i64(0)))
-    rows = g.Add(g.Mul(frame, shapes.batch_size), sample_ids)
+    frame = g.Min(steps, g.Max(g.Sub(sizes.frame_count, g.i64(1)), g.i64(0)))
+    rows = g.Add(g.Mul(frame, sizes.batch), sample_ids)
     closing = g.GreaterOrEqual(steps, g.Unsqueeze(counts, g.i64([0])))
     return _Frames(rows, closing, counts, g.Squeeze(blocks, g.i64([0])), padded)
 
@@ -244,7 +213,7 @@ class _Lattice:
     last_row: str
 
 
-def _lattice(g: GraphBuilder, targets: str, lengths: str, blank: str, merge: str, compute: str) -> _Lattice:
+def _lattice(g: GraphBuilder, targets: str, lengths: str, blank: str, merge: str, compute: int) -> _Lattice:
     """Lattice (4.5): classes of the 2L+1 states, label-state flags, allowed stay/skip moves."""
     states = _interleave(g, targets, blank, blank)
     real = g.Less(_positions(g, targets), g.Unsqueeze(lengths, g.i64([1])))
@@ -327,7 +296,7 @@ class _EmissionInputs:
     classes: str
     count: str
     blank: str
-    shapes: _Shapes
+    sizes: Sizes
     compute: int
 
 
@@ -345,8 +314,7 @@ def _closing_emissions(g: GraphBuilder, classes: str, blank: str, compute: int) 
     """[2 + S, N] the emissions of a closing step: ln 1 for the blank's rows, ln 0 for the others.
     A closing step moves each sample's end mass (states 2L and 2L - 1) into state 2L and keeps it
     there: no label state survives it, and a blank state only stays or takes its label's mass."""
-    dtype = helper.tensor_dtype_to_np_dtype(compute)
-    return g.Where(g.Equal(classes, blank), g.const(0.0, dtype), g.const(-np.inf, dtype))
+    return g.Where(g.Equal(classes, blank), g.const(0.0, compute), g.const(-np.inf, compute))
 
 
 def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, str]:
@@ -357,21 +325,21 @@ def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, s
     NumPy 1). Returns the branch, the block emissions and [N] true for a sample with an active
     non-finite frame."""
     g = GraphBuilder("few_classes_")
-    positions = g.Unsqueeze(g.Range(g.i64(0), ctx.shapes.class_count, g.i64(1)), g.i64([0]))
-    blank_only = g.Where(g.Equal(positions, ctx.blank), g.const(0.0, np.float64), g.const(-np.inf, np.float64))
+    positions = g.Unsqueeze(g.Range(g.i64(0), ctx.sizes.class_count, g.i64(1)), g.i64([0]))
+    blank_only = g.Where(g.Equal(positions, ctx.blank), g.f64(0.0), g.f64(-np.inf))
     rows = g.Concat(ctx.rows, g.CastLike(blank_only, ctx.x), axis=0)
-    closing_row = g.Mul(ctx.shapes.frame_count, ctx.shapes.batch_size)
+    closing_row = g.Mul(ctx.sizes.frame_count, ctx.sizes.batch)
     read = g.Gather(rows, g.Where(ctx.frames.closing, closing_row, ctx.frames.rows), axis=0)
     stats = _stats(g, g.Cast(read, to=ctx.compute))
     by_class = g.Transpose(g.Sub(stats.centred, stats.log_sum), perm=[0, 2, 1])
     blocks = g.Concat(
-        g.Reshape(ctx.frames.blocks, g.i64([1])), g.i64([UNROLL]), ctx.shapes.classes, ctx.shapes.batch, axis=0
+        g.Reshape(ctx.frames.blocks, g.i64([1])), g.i64([UNROLL]), ctx.sizes.classes, ctx.sizes.batch, axis=0
     )
-    shape = g.Concat(g.i64([UNROLL]), ctx.count, ctx.shapes.batch, axis=0)
+    shape = g.Concat(g.i64([UNROLL]), ctx.count, ctx.sizes.batch, axis=0)
     # int32 indices: onnxruntime's GatherElements takes about two thirds of the time.
     index = g.Expand(g.Unsqueeze(g.Cast(ctx.classes, to=TensorProto.INT32), g.i64([0])), shape)
-    bad = g.Squeeze(g.Or(g.IsNaN(stats.log_sum), g.IsInf(stats.bottom)), g.i64([2]))
-    nonfinite = _any(g, g.And(bad, g.Not(ctx.frames.closing)), 0)
+    bad = _nonfinite(g, stats.log_sum, stats.bottom)
+    nonfinite = any_along(g, g.And(bad, g.Not(ctx.frames.closing)), 0)
     return g, _BlockEmissions(g.Reshape(by_class, blocks, allowzero=1), index), nonfinite
 
 
@@ -382,8 +350,8 @@ def _many_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
     reads, and (x - max) - ln sum exp(x - max) on the gathered values only. Returns the branch,
     the emissions [P, 2 + S, N] and [N] true for a sample with an active non-finite frame."""
     g = GraphBuilder("many_classes_")
-    batch, frames = ctx.shapes.batch, ctx.shapes.frames
-    per_frame = g.Mul(ctx.shapes.batch, ctx.shapes.classes)
+    batch, frames = ctx.sizes.batch, ctx.sizes.frames
+    per_frame = g.Mul(ctx.sizes.batch, ctx.sizes.classes)
     chunk = g.Max(g.Div(g.i64([CHUNK]), g.Max(per_frame, g.i64([1]))), g.i64([1]))
     count = g.Squeeze(g.Div(g.Add(frames, g.Sub(chunk, g.i64([1]))), chunk), g.i64([0]))
     body = GraphBuilder("chunk_")
@@ -398,20 +366,20 @@ def _many_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
         [info("c", INT64, []), info("cond_in", BOOL, []), info("acc_in", ctx.compute, [None, None, 3])],
         [info("cond_out", BOOL, []), info("acc_out", ctx.compute, [None, None, 3])],
     )
-    zero = g.const(0.0, helper.tensor_dtype_to_np_dtype(ctx.compute))
+    zero = g.const(0.0, ctx.compute)
     acc0 = g.Expand(zero, g.Concat(g.i64([0]), batch, g.i64([3]), axis=0))
     terms = g.fresh("terms")
     g.node("Loop", [count, g.const(True, np.bool_), acc0], [terms], body=loop_body)
     top, log_sum, bottom = (g.fresh(name) for name in ("top", "log_sum", "bottom"))
     g.node("Split", [terms], [top, log_sum, bottom], axis=2, num_outputs=3)
-    nonfinite = _any(g, g.And(_nonfinite(g, log_sum, bottom), ctx.active), 0)
+    nonfinite = any_along(g, g.And(_nonfinite(g, log_sum, bottom), ctx.active), 0)
     # The terms of the frame each step reads, as [P, 1, N] columns.
     flat_terms = g.Reshape(terms, g.i64([-1, 3]))
     step_terms = [
         g.Unsqueeze(g.Gather(g.Gather(flat_terms, g.i64(k), axis=1), ctx.frames.rows, axis=0), g.i64([1]))
         for k in (0, 1)
     ]
-    flat = g.Add(g.Unsqueeze(g.Mul(ctx.frames.rows, ctx.shapes.class_count), g.i64([1])), ctx.classes)
+    flat = g.Add(g.Unsqueeze(g.Mul(ctx.frames.rows, ctx.sizes.class_count), g.i64([1])), ctx.classes)
     gathered = g.Cast(_take(g, ctx.rows, flat), to=ctx.compute)
     emissions = g.Sub(g.Sub(gathered, step_terms[0]), step_terms[1])
     closing = _closing_emissions(g, ctx.classes, ctx.blank, ctx.compute)
@@ -425,8 +393,8 @@ def _no_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
     false = helper.make_tensor("false", BOOL, [1], [False])
     padded = g.Reshape(ctx.frames.padded, g.i64([1]))
     return g, [
-        g.ConstantOfShape(g.Concat(padded, ctx.count, ctx.shapes.batch, axis=0), value=zero),
-        g.ConstantOfShape(ctx.shapes.batch, value=false),
+        g.ConstantOfShape(g.Concat(padded, ctx.count, ctx.sizes.batch, axis=0), value=zero),
+        g.ConstantOfShape(ctx.sizes.batch, value=false),
     ]
 
 
@@ -551,9 +519,9 @@ def _forward(
     lattice: _Lattice,
     frames: _Frames,
     sample_ids: str,
-    shapes: _Shapes,
+    sizes: Sizes,
     merge: str,
-    compute: str,
+    compute: int,
 ) -> tuple[str, str]:
     """Emissions (4.1, 4.5) and the forward Loop (4.5), with ln 0 = -inf. Returns [2, N] (float64)
     the forward variables of states 2L and 2L - 1 after the last step, and [N] true for a sample
@@ -569,33 +537,32 @@ def _forward(
     the Loop body gathers each block's emissions (_few_classes); with more they are gathered
     before the Loop (_many_classes); with C = 0 they are zeros (_no_classes)."""
     axis0 = g.i64([0])
-    compute_type = helper.np_dtype_to_tensor_dtype(np.dtype(compute))
-    ctx, start = _loop_inputs(g, lattice, frames, shapes, merge, compute)
-    x_rows = g.Reshape(x, g.Concat(g.Mul(shapes.frames, shapes.batch), shapes.classes, axis=0), allowzero=1)
+    ctx, start = _loop_inputs(g, lattice, frames, sizes, merge, compute)
+    x_rows = g.Reshape(x, g.Concat(g.Mul(sizes.frames, sizes.batch), sizes.classes, axis=0), allowzero=1)
     classes = g.Transpose(lattice.classes, perm=[1, 0])
-    blank = g.Sub(shapes.class_count, g.i64(1))
-    inputs = _EmissionInputs(x, x_rows, frames, checked.active, classes, lattice.count, blank, shapes, compute_type)
+    blank = g.Sub(sizes.class_count, g.i64(1))
+    inputs = _EmissionInputs(x, x_rows, frames, checked.active, classes, lattice.count, blank, sizes, compute)
     is_few, by_class, index, blocked, nonfinite = _emission_ways(g, inputs, ctx)
     loop_branches = []
     for way, way_source in (("few", _BlockEmissions(by_class, index)), ("many", _BlockEmissions(blocked))):
         part = GraphBuilder(f"{way}_classes_loop_")
-        loop_branches.append((part, _loops(part, ctx, start, way_source, compute_type)))
-    loop_kinds: list[tuple[Any, list[Any]]] = [(compute_type, [None, None]), (DOUBLE, [1, None])]
+        loop_branches.append((part, _loops(part, ctx, start, way_source, compute)))
+    loop_kinds: list[tuple[Any, list[Any]]] = [(compute, [None, None]), (DOUBLE, [1, None])]
     alpha, offset = _if(g, is_few, (loop_branches[0], loop_branches[1]), loop_kinds)
     end_rows = g.Concat(*(g.Unsqueeze(r, axis0) for r in (lattice.last_row, g.Sub(lattice.last_row, g.i64(1)))), axis=0)
-    at_end = g.Cast(_take(g, alpha, g.Add(g.Mul(end_rows, shapes.batch_size), sample_ids)), to=DOUBLE)
+    at_end = g.Cast(_take(g, alpha, g.Add(g.Mul(end_rows, sizes.batch), sample_ids)), to=DOUBLE)
     return g.Add(at_end, offset), nonfinite
 
 
 def _loop_inputs(
-    g: GraphBuilder, lattice: _Lattice, frames: _Frames, shapes: _Shapes, merge: str, compute: str
+    g: GraphBuilder, lattice: _Lattice, frames: _Frames, sizes: Sizes, merge: str, compute: int
 ) -> tuple[_LoopInputs, _Start]:
     """The forward Loop's constant inputs and its start: before any step only state 0 (row 2) has
     probability 1."""
     axis0, axis1, rows = g.i64([0]), g.i64([1]), lattice.rows
     zero, neg_inf = g.const(0.0, compute), g.const(-np.inf, compute)
     first = g.Where(g.Equal(rows, g.i64(2)), zero, neg_inf)
-    alpha0 = g.Expand(g.Unsqueeze(first, axis1), g.Concat(lattice.count, shapes.batch, axis=0))
+    alpha0 = g.Expand(g.Unsqueeze(first, axis1), g.Concat(lattice.count, sizes.batch, axis=0))
     ctx = _LoopInputs(
         step_rows=g.Max(g.Sub(rows, g.i64(1)), g.i64(0)),
         skip_rows=g.Max(g.Sub(rows, g.i64(2)), g.i64(0)),
@@ -606,15 +573,13 @@ def _loop_inputs(
         own_penalty=g.Where(
             g.LessOrEqual(g.Unsqueeze(rows, axis1), g.Unsqueeze(lattice.last_row, axis0)), zero, neg_inf
         ),
-        lowest=g.const(np.finfo(compute).min, compute),
+        lowest=g.const(np.finfo(helper.tensor_dtype_to_np_dtype(compute)).min, compute),
         exp_floor=g.const(EXP_FLOOR, compute),
         zero=zero,
         one=g.const(1.0, compute),
-        block_shape=g.Concat(g.Mul(lattice.count, g.i64([UNROLL])), shapes.batch, axis=0),
+        block_shape=g.Concat(g.Mul(lattice.count, g.i64([UNROLL])), sizes.batch, axis=0),
     )
-    start = _Start(
-        frames.blocks, alpha0, g.Expand(g.const(0.0, np.float64), g.Concat(g.i64([1]), shapes.batch, axis=0)), merge
-    )
+    start = _Start(frames.blocks, alpha0, g.Expand(g.f64(0.0), g.Concat(g.i64([1]), sizes.batch, axis=0)), merge)
     return ctx, start
 
 
@@ -622,55 +587,54 @@ def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs) -
     """The If over how emissions are read: [] true when C <= FEW_CLASSES (and C > 0), then the
     few-classes source and index, the blocked emissions of the other way, and the samples [N]
     with an active non-finite frame."""
-    axis0, shapes, compute_type = g.i64([0]), inputs.shapes, inputs.compute
+    axis0, sizes, compute = g.i64([0]), inputs.sizes, inputs.compute
     blocks = g.Reshape(inputs.frames.blocks, g.i64([1]))
     # The emission If gives the values of both ways, the unused one empty; the Loops come after it
     # and read only values of this graph: onnxruntime replaces an If whose condition it can fold
     # (fixed dimensions) by its branch and renames that branch's values, but not the names a Loop
     # body nested in the branch reads.
-    dtype = helper.tensor_dtype_to_np_dtype(compute_type)
     few, source, few_nonfinite = _few_classes(inputs)
     assert source.index is not None
     index = source.index
     few_outputs = [
         source.source,
         index,
-        few.Expand(few.const(np.zeros((0, 0, 0), dtype), dtype), few.i64([0, 0, 0])),
+        few.Expand(few.const(np.zeros((0, 0, 0)), compute), few.i64([0, 0, 0])),
         few_nonfinite,
     ]
     other = GraphBuilder("other_classes_")
-    kinds = [(compute_type, [None, None, None]), (BOOL, [None])]
-    is_none = other.Squeeze(other.Equal(shapes.classes, other.i64([0])), other.i64([0]))
+    kinds = [(compute, [None, None, None]), (BOOL, [None])]
+    is_none = other.Squeeze(other.Equal(sizes.classes, other.i64([0])), other.i64([0]))
     emissions, other_nonfinite = _if(other, is_none, (_no_classes(inputs), _many_classes(inputs)), kinds)
     in_blocks = other.Reshape(emissions, other.Concat(blocks, ctx.block_shape, axis=0), allowzero=1)
     other_outputs = [
-        other.Expand(other.const(np.zeros((0, 0, 0, 0), dtype), dtype), other.i64([0, 0, 0, 0])),
+        other.Expand(other.const(np.zeros((0, 0, 0, 0)), compute), other.i64([0, 0, 0, 0])),
         other.Expand(other.const(np.zeros((0, 0, 0), np.int32), np.int32), other.i64([0, 0, 0])),
         in_blocks,
         other_nonfinite,
     ]
     is_few = g.And(
-        g.Squeeze(g.LessOrEqual(shapes.classes, g.i64([FEW_CLASSES])), axis0),
-        g.Squeeze(g.Greater(shapes.classes, g.i64([0])), axis0),
+        g.Squeeze(g.LessOrEqual(sizes.classes, g.i64([FEW_CLASSES])), axis0),
+        g.Squeeze(g.Greater(sizes.classes, g.i64([0])), axis0),
     )
     kinds = [
-        (compute_type, [None, None, None, None]),
+        (compute, [None, None, None, None]),
         (TensorProto.INT32, [None, None, None]),
-        (compute_type, [None, None, None]),
+        (compute, [None, None, None]),
         (BOOL, [None]),
     ]
     by_class, index, blocked, nonfinite = _if(g, is_few, ((few, few_outputs), (other, other_outputs)), kinds)
     return is_few, by_class, index, blocked, nonfinite
 
 
-def _read_out(g: GraphBuilder, captured: str, sample_ids: str, shapes: _Shapes, nan_samples: str) -> str:
+def _read_out(g: GraphBuilder, captured: str, sample_ids: str, sizes: Sizes, nan_samples: str) -> str:
     """Read-out (4.3, 4.4, 11.5): -ln of the mass on states 2L and 2L-1, NaN for ``nan_samples``
     [N]. The loss is 0 - ln(mass), not Neg: a zero loss (T = 0, C = 1) is then +0.0, never -0.0
     (onnxruntime's optimizer drops an ``x + 0``, so adding +0.0 after Neg would not do)."""
-    zero = g.const(0.0, np.float64)
-    ends_at = [_take(g, captured, g.Add(g.Mul(g.i64(row), shapes.batch_size), sample_ids)) for row in (0, 1)]
+    zero = g.f64(0.0)
+    ends_at = [_take(g, captured, g.Add(g.Mul(g.i64(row), sizes.batch), sample_ids)) for row in (0, 1)]
     loss = g.Sub(zero, _logsumexp(g, ends_at, zero))
-    return g.Where(nan_samples, g.const(np.nan, np.float64), loss)
+    return g.Where(nan_samples, g.f64(np.nan), loss)
 
 
 def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.FunctionProto:
@@ -683,19 +647,20 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
     spec = form("time_major")
     x, mask, labels = spec.input_names
     g = GraphBuilder()
-    shapes = _Shapes.of(g, x)
-    blank = g.Sub(shapes.class_count, g.i64(1))
-    checked = _checks(g, mask, labels, shapes)
+    compute_type = tensor_type(compute)
+    sizes = Sizes.of(g, x)
+    blank = g.Sub(sizes.class_count, g.i64(1))
+    checked = _checks(g, mask, labels, sizes)
     targets, lengths = _targets(g, checked.labels, blank, g.attribute("preprocess_collapse_repeated"))
     merge = g.attribute("merge_repeated")
-    lattice = _lattice(g, targets, lengths, blank, merge, compute)
+    lattice = _lattice(g, targets, lengths, blank, merge, compute_type)
     # 0 .. N-1 from a sum over no frame of ``inputs`` (not a Range), so shape inference keeps N.
     no_frame = g.ReduceSum(g.Slice(x, g.i64([0]), g.i64([0]), g.i64([0])), g.i64([0, 2]), keepdims=0)
     sample_ids = g.Sub(g.CumSum(g.Add(g.Cast(no_frame, to=INT64), g.i64(1)), g.i64(0)), g.i64(1))
-    frames = _frames(g, checked.active, shapes, sample_ids)
-    captured, nonfinite = _forward(g, x, checked, lattice, frames, sample_ids, shapes, merge, compute)
+    frames = _frames(g, checked.active, sizes, sample_ids)
+    captured, nonfinite = _forward(g, x, checked, lattice, frames, sample_ids, sizes, merge, compute_type)
     nan_samples = g.Or(checked.faults, nonfinite)
-    g.node("CastLike", [_read_out(g, captured, sample_ids, shapes, nan_samples), x], [spec.output_name])
+    g.node("CastLike", [_read_out(g, captured, sample_ids, sizes, nan_samples), x], [spec.output_name])
     return helper.make_function(
         DOMAIN,
         OP_TYPE,

@@ -1,12 +1,16 @@
 """Graph building as calls on values: ``g.Add(a, b)`` appends an Add node and returns its output.
 
 A small stand-in for onnxscript's ``op.X(...)`` style without the dependency. Values are names;
-constants are Constant nodes made once per value (``g.i64([0])``, ``g.const(0.0, np.float64)``).
+constants are Constant nodes made once per value (``g.i64([0])``, ``g.f64(0.0)``,
+``g.const(0.0, compute)``). Beside the builder, what every graph of the ONNX wing reads from its
+inputs (spec 11.5): the sizes of the logits (:class:`Sizes`), inputs cut and padded to the sizes
+the logits give (:func:`fitted`) and per-sample flags (:func:`any_along`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -44,7 +48,10 @@ class GraphBuilder:
         return partial(self.call, op_type)
 
     def const(self, value: Any, dtype: Any) -> str:
-        """A Constant holding ``value`` as ``dtype`` (one node per distinct value)."""
+        """A Constant holding ``value`` as ``dtype``, a numpy dtype or a TensorProto code (one
+        node per distinct value)."""
+        if isinstance(dtype, int):
+            dtype = helper.tensor_dtype_to_np_dtype(dtype)
         array = np.asarray(value, dtype=dtype)
         key = (array.dtype.str, array.shape, array.tobytes())
         if key not in self._constants:
@@ -56,6 +63,9 @@ class GraphBuilder:
     def i64(self, value: Any) -> str:
         return self.const(value, np.int64)
 
+    def f64(self, value: Any) -> str:
+        return self.const(value, np.float64)
+
     def attribute(self, name: str) -> str:
         """A bool scalar holding the int attribute ``name`` of the enclosing function."""
         out = self.fresh(name)
@@ -65,3 +75,42 @@ class GraphBuilder:
         node.attribute.append(ref)
         self.nodes.append(node)
         return self.Cast(out, to=TensorProto.BOOL)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """T, N and C of rank-3 logits: ``frames``, ``batch`` and ``classes`` as 1-element int64
+    tensors (for Concat, Slice, Expand and broadcasting), T and C also as int64 scalars
+    (``frame_count``, ``class_count``; for Range and scalar arithmetic)."""
+
+    frames: str
+    batch: str
+    classes: str
+    frame_count: str
+    class_count: str
+
+    @classmethod
+    def of(cls, g: GraphBuilder, logits: str, layout: str = "TNC") -> Sizes:
+        """The sizes of ``logits``, whose axes ``layout`` names ("TNC" time-major, "NTC" the
+        released form's batch-major)."""
+        dims = {axis: g.Shape(logits, start=k, end=k + 1) for k, axis in enumerate(layout)}
+        frame_count, class_count = (g.Squeeze(dims[axis], g.i64([0])) for axis in "TC")
+        return cls(dims["T"], dims["N"], dims["C"], frame_count, class_count)
+
+
+def fitted(g: GraphBuilder, values: str, shape: str, fill: str, rank: int, to: int | None = None) -> str:
+    """Rank-``rank`` ``values`` cut to ``shape`` [rank] and padded at the end with the scalar
+    ``fill`` (spec 11.5: an input whose dims disagree with the logits' is read at the logits'
+    sizes). With ``to`` (a TensorProto code), the cut values are cast to it before the padding,
+    so that ``fill`` has type ``to``; otherwise ``fill`` has the values' type. The Slice comes
+    before anything else that reads ``values``: its output has no inferred shape, so onnxruntime
+    plans no buffer from declared dimensions that the actual ones may contradict (11.4)."""
+    zeros = g.i64([0] * rank)
+    cut = g.Slice(values, zeros, shape, g.i64(list(range(rank))))
+    pads = g.Concat(zeros, g.Sub(shape, g.Shape(cut)), axis=0)
+    return g.Pad(cut if to is None else g.Cast(cut, to=to), pads, fill)
+
+
+def any_along(g: GraphBuilder, flags: str, axis: int) -> str:
+    """True where bool ``flags`` holds anywhere along ``axis`` (a sum: defined for length 0)."""
+    return g.Greater(g.ReduceSum(g.Cast(flags, to=TensorProto.INT64), g.i64([axis]), keepdims=0), g.i64(0))

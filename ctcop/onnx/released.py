@@ -44,8 +44,8 @@ from ..errors import InvalidInputError
 from ..options import Dim, ExportOptions
 from ..schema import form, type_constraint
 from . import function
-from .graph import GraphBuilder
-from .writer import checked_opset, value_info, with_function
+from .graph import GraphBuilder, Sizes, any_along, fitted
+from .writer import checked_opset, ctc_node, value_info, with_function
 
 RELEASED = "openvino"
 BOOL, INT32, INT64, DOUBLE = TensorProto.BOOL, TensorProto.INT32, TensorProto.INT64, TensorProto.DOUBLE
@@ -53,43 +53,18 @@ BOOL, INT32, INT64, DOUBLE = TensorProto.BOOL, TensorProto.INT32, TensorProto.IN
 NODE_MASK_DTYPE = "int32"
 
 
-@dataclass(frozen=True)
-class _Sizes:
-    """Sizes of ``logits`` [N, T, C]: 1-element shapes, T as a float64 scalar, C as an int64 scalar."""
-
-    batch: str
-    frames: str
-    classes: str
-    frame_count: str
-    class_count: str
-
-    @classmethod
-    def of(cls, g: GraphBuilder, logits: str) -> _Sizes:
-        batch, frames, classes = (g.Shape(logits, start=i, end=i + 1) for i in range(3))
-        frame_count = g.Cast(g.Squeeze(frames, g.i64([0])), to=DOUBLE)
-        return cls(batch, frames, classes, frame_count, g.Squeeze(classes, g.i64([0])))
-
-
-def _fitted(g: GraphBuilder, values: str, shape: str, rank: int) -> str:
+def _read(g: GraphBuilder, values: str, shape: str, rank: int) -> str:
     """Rank-``rank`` ``values`` of any integer type as float64, cut and padded with 0 to ``shape``.
     The Cast comes first: OpenVINO's CPU plugin wraps int64 inputs to int32 before any integer
     operator sees them, but a Convert straight to a float type reads the true value (spec 12.2 D6)."""
-    zeros, axes = g.i64([0] * rank), g.i64(list(range(rank)))
-    cut = g.Slice(g.Cast(values, to=DOUBLE), zeros, shape, axes)
-    pads = g.Concat(zeros, g.Sub(shape, g.Shape(cut)), axis=0)
-    return g.Pad(cut, pads, g.const(0.0, np.float64))
-
-
-def _any(g: GraphBuilder, flags: str, axis: int) -> str:
-    """True where ``flags`` holds anywhere along ``axis`` (a sum: defined for length 0)."""
-    return g.Greater(g.ReduceSum(g.Cast(flags, to=INT64), g.i64([axis]), keepdims=0), g.i64(0))
+    return fitted(g, g.Cast(values, to=DOUBLE), shape, g.f64(0.0), rank)
 
 
 def _within(g: GraphBuilder, values: str, low: str, high: str) -> str:
     return g.And(g.GreaterOrEqual(values, low), g.LessOrEqual(values, high))
 
 
-def _blank(g: GraphBuilder, blank_index: str | None, sizes: _Sizes) -> tuple[str, str]:
+def _blank(g: GraphBuilder, blank_index: str | None, sizes: Sizes) -> tuple[str, str]:
     """The blank class as a float64 scalar (C-1 when absent or out of range) and the batch fault
     of a ``blank_index`` outside [0, C-1] (rule 7.1) or of a rank other than 0."""
     last = g.Cast(g.Sub(sizes.class_count, g.i64(1)), to=DOUBLE)
@@ -99,11 +74,11 @@ def _blank(g: GraphBuilder, blank_index: str | None, sizes: _Sizes) -> tuple[str
     scalar = g.Equal(g.Size(g.Shape(blank_index)), g.i64(0))
     first = g.Concat(g.Reshape(g.Cast(blank_index, to=DOUBLE), g.i64([-1])), g.Reshape(last, g.i64([1])), axis=0)
     value = g.Gather(first, g.i64(0), axis=0)
-    valid = g.And(scalar, _within(g, value, g.const(0.0, np.float64), last))
+    valid = g.And(scalar, _within(g, value, g.f64(0.0), last))
     return g.Where(valid, value, last), g.Not(valid)
 
 
-def _time_major_logits(g: GraphBuilder, logits: str, blank: str | None, sizes: _Sizes) -> str:
+def _time_major_logits(g: GraphBuilder, logits: str, blank: str | None, sizes: Sizes) -> str:
     """``logits`` [N, T, C] as [T, N, C] with class ``blank`` (a float64 scalar) moved last."""
     values = logits
     if blank is not None:
@@ -134,49 +109,48 @@ def _first_occurrences(g: GraphBuilder, values: str, keep: str, width: str) -> s
     earlier = g.Less(g.Unsqueeze(positions, g.i64([0])), g.Unsqueeze(positions, g.i64([1])))  # [j, k]: k < j
     same = g.Equal(g.Unsqueeze(head, g.i64([2])), g.Unsqueeze(head, axis1))  # [N, j, k]
     repeats = g.And(g.And(same, earlier), g.Unsqueeze(kept, axis1))
-    first = g.And(kept, g.Not(_any(g, repeats, 2)))
+    first = g.And(kept, g.Not(any_along(g, repeats, 2)))
     rest = g.Slice(keep, width, g.i64([np.iinfo(np.int64).max]), axis1)
     return g.Concat(first, rest, axis=1)
 
 
 def _front(
-    g: GraphBuilder, names: Mapping[str, str], blank: str, batch_fault: str, unique: bool, sizes: _Sizes
+    g: GraphBuilder, names: Mapping[str, str], blank: str, batch_fault: str, unique: bool, sizes: Sizes
 ) -> _Front:
     """Faults (rules 7.1, 7.2, 11.5), the mask from ``logit_length`` and the node's labels."""
-    zero = g.const(0.0, np.float64)
-    both = g.Concat(sizes.batch, sizes.frames, axis=0)
-    lengths = _fitted(g, names["logit_length"], sizes.batch, 1)
-    target_lengths = _fitted(g, names["label_length"], sizes.batch, 1)
-    values = _fitted(g, names["labels"], both, 2)
-    positions = g.Cast(g.Range(g.i64(0), g.Squeeze(sizes.frames, g.i64([0])), g.i64(1)), to=DOUBLE)
+    zero, frame_count = g.f64(0.0), g.Cast(sizes.frame_count, to=DOUBLE)
+    lengths = _read(g, names["logit_length"], sizes.batch, 1)
+    target_lengths = _read(g, names["label_length"], sizes.batch, 1)
+    values = _read(g, names["labels"], g.Concat(sizes.batch, sizes.frames, axis=0), 2)
+    positions = g.Cast(g.Range(g.i64(0), sizes.frame_count, g.i64(1)), to=DOUBLE)
     in_prefix = g.Less(g.Unsqueeze(positions, g.i64([0])), g.Unsqueeze(target_lengths, g.i64([1])))
     last_class = g.Cast(g.Sub(sizes.class_count, g.i64(1)), to=DOUBLE)
     label_ok = g.And(_within(g, values, zero, last_class), g.Not(g.Equal(values, blank)))
     sample_faults = g.Or(
         g.Or(
-            g.Not(_within(g, lengths, zero, sizes.frame_count)),
-            g.Not(_within(g, target_lengths, zero, sizes.frame_count)),
+            g.Not(_within(g, lengths, zero, frame_count)),
+            g.Not(_within(g, target_lengths, zero, frame_count)),
         ),
-        _any(g, g.And(in_prefix, g.Not(label_ok)), 1),
+        any_along(g, g.And(in_prefix, g.Not(label_ok)), 1),
     )
     faults = g.Or(sample_faults, batch_fault)
     keep = g.And(g.And(in_prefix, label_ok), g.Not(g.Unsqueeze(faults, g.i64([1]))))
     if unique:
         kept_lengths = g.Where(faults, zero, target_lengths)
-        width = g.ReduceMax(g.Concat(kept_lengths, g.const([0.0], np.float64), axis=0), g.i64([0]), keepdims=1)
+        width = g.ReduceMax(g.Concat(kept_lengths, g.f64([0.0]), axis=0), g.i64([0]), keepdims=1)
         keep = _first_occurrences(g, values, keep, g.Cast(width, to=INT64))
     renumbered = g.Sub(values, g.Cast(g.Greater(values, blank), to=DOUBLE))
-    labels = g.Cast(g.Where(keep, renumbered, g.const(-1.0, np.float64)), to=INT64)
+    labels = g.Cast(g.Where(keep, renumbered, g.f64(-1.0)), to=INT64)
     active = g.Less(g.Unsqueeze(positions, g.i64([1])), g.Unsqueeze(lengths, g.i64([0])))
     mask = g.Cast(g.And(active, g.Not(g.Unsqueeze(faults, g.i64([0])))), to=INT32)
     return _Front(mask, labels, faults)
 
 
-def _shape_fault(g: GraphBuilder, names: Mapping[str, str], sizes: _Sizes) -> str:
+def _shape_fault(g: GraphBuilder, names: Mapping[str, str], sizes: Sizes) -> str:
     """True when ``logit_length``, ``labels`` or ``label_length`` is not [N], [N, T], [N]."""
     actual = g.Concat(*(g.Shape(names[port]) for port in ("logit_length", "labels", "label_length")), axis=0)
     declared = g.Concat(sizes.batch, sizes.batch, sizes.frames, sizes.batch, axis=0)
-    return _any(g, g.Not(g.Equal(actual, declared)), 0)
+    return any_along(g, g.Not(g.Equal(actual, declared)), 0)
 
 
 def node_attributes(attributes: Attributes) -> Attributes:
@@ -189,18 +163,14 @@ def released_nodes(attributes: Attributes, with_blank_index: bool) -> list[onnx.
     """The graph's nodes: the front over the schema's released input names, the node, the NaNs."""
     names = {name: name for name in form(RELEASED).input_names}
     g = GraphBuilder("released_")
-    sizes = _Sizes.of(g, names["logits"])
+    sizes = Sizes.of(g, names["logits"], "NTC")
     blank, blank_fault = _blank(g, names["blank_index"] if with_blank_index else None, sizes)
     batch_fault = g.Or(blank_fault, _shape_fault(g, names, sizes))
     logits = _time_major_logits(g, names["logits"], blank if with_blank_index else None, sizes)
     front = _front(g, names, blank, batch_fault, attributes["unique"], sizes)
     loss = g.fresh("node_loss")
-    node = helper.make_node(
-        function.OP_TYPE, [logits, front.mask, front.labels], [loss], name="ctcop_ctc_loss", domain=function.DOMAIN
-    )
-    node.attribute.extend(helper.make_attribute(k, int(v)) for k, v in node_attributes(attributes).items())
-    g.nodes.append(node)
-    nan = g.CastLike(g.const(np.nan, np.float64), loss)
+    g.nodes.append(ctc_node([logits, front.mask, front.labels], loss, node_attributes(attributes)))
+    nan = g.CastLike(g.f64(np.nan), loss)
     g.node("Where", [front.faults, nan, loss], [form(RELEASED).output_name])
     return g.nodes
 

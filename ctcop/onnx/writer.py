@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import onnx
 from onnx import helper
 
+from ..attributes import Attributes
 from ..errors import InvalidInputError
 from ..options import Dim, Dims, ExportOptions
 from ..schema import form
@@ -29,15 +30,21 @@ def value_info(name: str, dtype: str, dims: list[Dim]) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, tensor_type(dtype), dims)
 
 
+def ctc_node(
+    inputs: Sequence[str], output: str, attributes: Attributes, name: str = "ctcop_ctc_loss"
+) -> onnx.NodeProto:
+    """An ``ai.ctcop.CTCLoss`` node over ``inputs`` (logits, sequence_mask, labels) with the
+    time-major form's ``attributes`` as ints (spec 11.1)."""
+    node = helper.make_node(function.OP_TYPE, list(inputs), [output], name=name, domain=function.DOMAIN)
+    node.attribute.extend(helper.make_attribute(key, int(value)) for key, value in attributes.items())
+    return node
+
+
 def loss_node(logits: str, options: ExportOptions) -> onnx.NodeProto:
     """The ``ai.ctcop.CTCLoss`` node over ``logits`` and the spec's mask and labels inputs."""
     spec = form("time_major")
     _, mask, labels = spec.input_names
-    node = helper.make_node(
-        function.OP_TYPE, [logits, mask, labels], [spec.output_name], name="ctcop_ctc_loss", domain=function.DOMAIN
-    )
-    node.attribute.extend(helper.make_attribute(name, int(value)) for name, value in options.attributes.items())
-    return node
+    return ctc_node([logits, mask, labels], spec.output_name, options.attributes)
 
 
 def mask_and_labels(options: ExportOptions) -> list[onnx.ValueInfoProto]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,26 +9,15 @@ import openvino
 import openvino.opset15 as ops
 
 from ..errors import InvalidInputError
-from ..options import ExportOptions, attached_names
+from ..options import ExportOptions, attached_names, chosen_output
 from .types import type_name
 from .writer import checked_form, loss_node, mask_and_labels
 
 
 def _logits_result(model: openvino.Model, logits_output: str | int) -> Any:
-    """The Result named (or indexed: an int, or a string of ASCII digits that is no output's
-    name) by ``logits_output``."""
+    """The Result ``logits_output`` names or indexes (:func:`ctcop.options.chosen_output`)."""
     results = list(model.get_results())
-    names = {name for r in results for name in r.output(0).get_names()}
-    if isinstance(logits_output, str) and logits_output not in names and re.fullmatch(r"[0-9]{1,9}", logits_output):
-        logits_output = int(logits_output)
-    if isinstance(logits_output, int) and not isinstance(logits_output, bool):
-        if not 0 <= logits_output < len(results):
-            raise InvalidInputError("logits_output", f"index {logits_output} is outside [0, {len(results) - 1}]")
-        return results[logits_output]
-    matches = [r for r in results if logits_output in r.output(0).get_names()]
-    if not matches:
-        raise InvalidInputError("logits_output", f"{logits_output!r} is not an output of the model")
-    return matches[0]
+    return results[chosen_output([r.output(0).get_names() for r in results], logits_output)]
 
 
 def attach_openvino(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import openvino as ov
@@ -23,32 +22,21 @@ def _convert_onnx_node(node: NodeContext) -> list[ov.Output]:
     return [loss.output(0)]
 
 
-def openvino_extensions(*, pytorch: bool | None = None) -> list[Any]:
-    """Extensions to pass, one at a time, to ``openvino.Core.add_extension``::
-
-        for extension in ctcop.openvino_extensions():
-            core.add_extension(extension)
-
-    or all at once to ``openvino.convert_model(..., extension=ctcop.openvino_extensions())``
-    (every item is an extension object; the custom op class is wrapped in ``openvino.OpExtension``).
+def openvino_extensions() -> list[Any]:
+    """Extensions to pass, one at a time, to ``openvino.Core.add_extension`` or all at once to
+    ``openvino.convert_model(..., extension=...)`` (every item is an extension object; the custom
+    op class is wrapped in ``openvino.OpExtension``).
 
     With them, ``Core.read_model`` maps the ``ai.ctcop.CTCLoss`` node of an ONNX model from
     :mod:`ctcop.onnx` onto OpenVINO's native CTCLoss-4 and the adapters and guards of
     :mod:`ctcop.openvino.lowering`, and reads IR layers of type ``CTCLoss`` version ``ctcop1``
-    (the custom-op form) as :class:`ctcop.openvino.custom_op.CTCLossOp`. With ``pytorch`` (by
-    default: when torch is already imported, as it is for ``convert_model`` of a torch model;
-    the PyTorch frontend imports torch), ``convert_model`` of a PyTorch model maps
-    ``aten::ctc_loss`` and ``ctcop::ctc_loss`` exactly (:mod:`ctcop.openvino.torch_frontend`).
-    All are total functions (spec 11.5): input that breaks a rule gives NaN for the samples that
-    break it, never a crash or a failed inference.
+    (the custom-op form) as :class:`ctcop.openvino.custom_op.CTCLossOp`. Both are total functions
+    (spec 11.5): input that breaks a rule gives NaN for the samples that break it, never a crash
+    or a failed inference. ``ctcop.openvino_extensions()`` adds the PyTorch frontend's rules for
+    ``aten::ctc_loss`` and ``ctcop::ctc_loss`` (:mod:`ctcop.torch.openvino_frontend`).
     """
     onnx_encoding = encoding("onnx")
-    extensions: list[Any] = [
+    return [
         ConversionExtension(onnx_encoding["op_type"], onnx_encoding["domain"], _convert_onnx_node),
         ov.OpExtension(CTCLossOp),
     ]
-    if pytorch or (pytorch is None and "torch" in sys.modules):
-        from .torch_frontend import torch_extensions
-
-        extensions.extend(torch_extensions())
-    return extensions

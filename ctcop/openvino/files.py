@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import sys
-from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
 import openvino
 
 from ..errors import InvalidInputError
-from ..options import atomic_output, checked_input_file
+from ..files import atomic_output, checked_input_file
+from ..native_stderr import native_stderr_silenced
 from .extensions import openvino_extensions
 
 # Lines of an OpenVINO exception that say where, not what: "Exception from src/...:84:",
@@ -69,25 +67,11 @@ def save_ir(model: Any, path: str) -> None:
         raise InvalidInputError("output", f"cannot write {path!r}: {error_line(error)}") from None
 
 
-@contextlib.contextmanager
-def _native_stderr_silenced() -> Iterator[None]:
-    """Point file descriptor 2 at /dev/null for the duration (native libraries write to it)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 def read_model_file(path: str, weights: str | None = None, shown: str | None = None) -> Any:
     """``openvino_core().read_model(path, weights)`` with native logging silenced; a failure is an
     :class:`InvalidInputError` naming the file ``shown`` (default ``path``). No checks of the files."""
     try:
-        with _native_stderr_silenced():  # frontends probing an unknown file log to fd 2 themselves
+        with native_stderr_silenced():  # frontends probing an unknown file log to fd 2 themselves
             core = openvino_core()
             return core.read_model(path) if weights is None else core.read_model(path, weights)
     except Exception as error:  # OpenVINO raises RuntimeError subclasses for every parse failure

@@ -2,33 +2,38 @@
 
 The core is OpenVINO's own CTCLoss-4 (opset4). Around it sit the layout adapters the forms need
 (time-major to batch-major, mask to lengths, pads removed anywhere, blank C-1), guards for the
-defects of OpenVINO's CPU kernel that spec section 12.2 lists with their smallest inputs, and the
-guards that make the graph a total function (spec 11.5):
+defects of OpenVINO's CPU kernel that spec section 12.2 lists with their smallest inputs (named by
+their ids in the registry, ``ctcop/data/defects.json``), and the guards that make the graph a
+total function (spec 11.5, named by the rule they enforce):
 
-* G1 the kernel exponentiates raw logits (overflow/underflow for |logits| >~ 90): it is fed
+* D3 the kernel exponentiates raw logits (overflow/underflow for |logits| >~ 90): it is fed
   log-softmax values, which are <= 0, so its own normalisation is exact;
-* G2 an empty target (label_length 0) crashes the process: such samples get the all-blank loss
+* D1 an empty target (label_length 0) crashes the process: such samples get the all-blank loss
   computed here, and the kernel gets a harmless dummy sample;
-* G3 label_length > logit_length raises instead of giving +inf: after pad removal and collapse
-  (done here, so the length is the processed length) such samples get +inf and a dummy;
-* G4 a non-finite value in an active frame yields NaN for that sample (rule 4.4); finiteness is
+* D2 label_length > logit_length raises instead of giving +inf: such samples get +inf and a
+  dummy; pads are removed and repeats collapsed here (D9: the kernel compares the lengths before
+  its own processing; D10: its collapse is wrong), so the length is the processed length and
+  the kernel gets preprocess_collapse_repeated = false and unique = false;
+* D8 with no frame in the batch the kernel returns uninitialised memory: T = 0 gets the dummy's
+  appended frame (below) and every sample without frames its loss from here;
+* rule 4.4 a non-finite value in an active frame yields NaN for that sample; finiteness is
   tested as ``x - x == 0`` (0 for every finite x, subnormals included; NaN for inf and NaN),
   because the CPU plugin's IsFinite is false for subnormal values;
-* G5 a label the kernel would use as an index outside [0, C) reads or writes outside its tensors
-  (a SIGSEGV, or a loss of -2.4e13): every sample that breaks rule 3.1 or 3.3 in its own mask
-  column or label row gets the dummy and NaN, so the kernel and every gather only ever see
-  classes [0, C-2] of valid samples;
-* G6 mask and labels whose shapes disagree with the logits (possible where the dims are dynamic)
-  are cut or padded to [T, N] and [N, T] before any operator pairs them, and every loss is NaN;
-  C = 0 is handled the same way;
-* G7 the CPU plugin narrows int64, uint64 and uint32 inputs to int32 by wrapping (2**32 reads as
-  0, spec 12.2 D6) before an integer operator sees them; a Convert straight to float32 still reads
-  the true value, so the rules are tested on that float32 copy first (exact: -1, 0 and 1 are the
-  only values that can pass, and float32 orders every integer correctly against -1 and 2**31),
-  and the narrowed integers are used only where the float copy shows them in [-1, 2**31);
-* G8 +inf and NaN are computed from run-time zeros (1/0, 0/0), not taken from constants: under
+* rules 3.1 and 3.3 (spec 11.5) a label the kernel would use as an index outside [0, C) reads or
+  writes outside its tensors (a SIGSEGV, or a loss of -2.4e13; D11 for the released form's
+  input): every sample that breaks rule 3.1 or 3.3 in its own mask column or label row gets the
+  dummy and NaN, so the kernel and every gather only ever see classes [0, C-2] of valid samples;
+* spec 11.5 mask and labels whose shapes disagree with the logits (possible where the dims are
+  dynamic) are cut or padded to [T, N] and [N, T] before any operator pairs them, and every loss
+  is NaN; C = 0 is handled the same way;
+* D6 the CPU plugin narrows int64, uint64 and uint32 inputs to int32 by wrapping (2**32 reads as
+  0) before an integer operator sees them; a Convert straight to float32 still reads the true
+  value, so the rules are tested on that float32 copy first (exact: -1, 0 and 1 are the only
+  values that can pass, and float32 orders every integer correctly against -1 and 2**31), and the
+  narrowed integers are used only where the float copy shows them in [-1, 2**31);
+* D7 +inf and NaN are computed from run-time zeros (1/0, 0/0), not taken from constants: under
   float16 inference precision (an explicit hint; the default on ARM CPUs) the CPU plugin turns
-  an inf or NaN constant into 65504 (spec 12.2 D7).
+  an inf or NaN constant into 65504.
 
 The dummy sample is one frame and one label: frame 0 and class 0 when the input has a frame and
 two or more classes; otherwise an appended frame and/or classes of log-probability -1e4 (the dummy
@@ -69,7 +74,7 @@ def _positions(values: ov.Output) -> ov.Node:
 
 
 def _fit(values: ov.Output, shape: ov.Output, fill: ov.Node) -> ov.Node:
-    """2-D ``values`` cut or padded with ``fill`` to ``shape`` (G6)."""
+    """2-D ``values`` cut or padded with ``fill`` to ``shape`` (spec 11.5)."""
     cut = ops.slice(values, _i64([0, 0]), shape, _i64([1, 1]))
     return ops.pad(cut, _i64([0, 0]), ops.subtract(shape, ops.shape_of(cut, "i64")), "constant", fill)
 
@@ -80,7 +85,7 @@ def _disagrees(values: ov.Output, shape: ov.Output) -> ov.Node:
 
 
 def mask_codes(sequence_mask: ov.Output, shape: ov.Output) -> tuple[ov.Node, ov.Node]:
-    """The mask fitted to [T, N] as float32 0 and 1, 2 for any other value (G7), and the columns
+    """The mask fitted to [T, N] as float32 0 and 1, 2 for any other value (D6), and the columns
     that break rule 3.1 [N]: a value other than 0 and 1, or a 1 after a 0."""
     values = ops.convert(sequence_mask, "f32")
     valid = ops.logical_or(ops.equal(values, _f32(0.0)), ops.equal(values, _f32(1.0)))
@@ -91,7 +96,7 @@ def mask_codes(sequence_mask: ov.Output, shape: ov.Output) -> tuple[ov.Node, ov.
 
 def label_codes(labels: ov.Output, classes: ov.Output, shape: ov.Output) -> tuple[ov.Node, ov.Node]:
     """Labels fitted to [N, T] as int64, -2 for every value other than -1 and [0, C-2], and the rows
-    that break rule 3.3 [N]. Range tested on a float32 copy first (G7)."""
+    that break rule 3.3 [N]. Range tested on a float32 copy first (D6)."""
     wide = ops.convert(labels, "f32")
     values = ops.convert(labels, "i64")  # exact wherever ``wide`` is in [-1, 2**31)
     out_of_range = ops.logical_or(ops.less(wide, _f32(-1.0)), ops.greater_equal(wide, _f32(WIDE)))
@@ -103,7 +108,7 @@ def label_codes(labels: ov.Output, classes: ov.Output, shape: ov.Output) -> tupl
 
 
 def runtime_nan(like: ov.Output) -> ov.Node:
-    """NaN of the element type and shape of ``like``, computed (0/0) at run time (G8)."""
+    """NaN of the element type and shape of ``like``, computed (0/0) at run time (D7)."""
     zeros = ops.multiply(like, ops.convert_like(_f32(0.0), like))
     return ops.divide(zeros, zeros)
 
@@ -172,7 +177,7 @@ def _kernel_loss(
     merge_repeated: bool,
 ) -> ov.Node:
     """The native kernel on batch-major log-probabilities: ``usable`` samples get their targets,
-    the others the dummy (G2, G3, G5; the dummy is frame 0 and class 0, or an appended frame of
+    the others the dummy (D1, D2, faulty samples; the dummy is frame 0 and class 0, or an appended frame of
     log-probability -1e4 when T = 0 and appended classes, the dummy being class 1, when C < 2)."""
     dims = ops.shape_of(log_probs, "i64")
     classes = ops.gather(dims, _i64([2]), _i64(0))
@@ -215,8 +220,8 @@ def _read_out(
     faults: ov.Output,
 ) -> ov.Node:
     """The loss [N]: the kernel's for usable samples; the all-blank loss for empty targets, +inf
-    for targets longer than their frames (4.4); NaN for non-finite active frames (G4) and faults
-    (G5, G6); +0.0, never -0.0."""
+    for targets longer than their frames (4.4); NaN for non-finite active frames (4.4) and faults
+    (11.5); +0.0, never -0.0."""
     zero = ops.convert_like(_f32(0.0), precise)
     finite = ops.equal(ops.subtract(precise, precise), zero)  # not IsFinite: false for subnormals on CPU
     finite_frames = ops.reduce_logical_and(finite, _i64([2]), keep_dims=False)
@@ -225,8 +230,8 @@ def _read_out(
     blank_log_probs = ops.reduce_sum(last_class, _i64([2]), keep_dims=False)  # 0 when C = 0
     blank_sums = ops.reduce_sum(ops.select(active, blank_log_probs, zero), _i64([0]), keep_dims=False)
     all_blank = ops.subtract(zero, blank_sums)
-    # +inf and NaN made at run time (G8): under f16 inference precision the CPU plugin turns an inf
-    # or NaN *constant* into 65504, while computed ones survive (spec 12.2 D7).
+    # +inf and NaN made at run time (D7): under f16 inference precision the CPU plugin turns an inf
+    # or NaN *constant* into 65504, while computed ones survive (spec 12.2).
     zeros = ops.multiply(ops.convert_like(target_lengths, precise), zero)
     infinity = ops.divide(ops.convert_like(_f32(1.0), precise), zeros)
     loss = ops.select(usable, kernel, ops.select(ops.equal(target_lengths, _i64(0)), all_blank, infinity))

@@ -6,13 +6,14 @@
 * :func:`ctc_loss` and :class:`CTCLoss` are PyTorch's ``F.ctc_loss`` and ``nn.CTCLoss`` (same
   values and gradients) as the custom op ``ctcop::ctc_loss`` that torch.export keeps
   (:mod:`.custom_op`);
-* :mod:`.semantics` holds the argument mapping and :func:`reference_loss`, the mapping in numpy.
+* :mod:`.semantics` holds the argument mapping and :func:`reference_loss`, the mapping in numpy;
+* :mod:`.openvino_frontend` maps ``ctc_loss`` in OpenVINO's ``convert_model`` of such a model:
+  ``ctcop.openvino_extensions()`` is its :func:`~.openvino_frontend.openvino_extensions`.
 
-OpenVINO's ``convert_model`` of such a model takes ``ctcop.openvino_extensions()``
-(:mod:`ctcop.openvino.torch_frontend`). ``import ctcop`` does not import torch, and neither does
-``import ctcop.torch.semantics`` (numpy only; the OpenVINO wing uses it): the names below import
-their modules, and torch, when first asked for. May import the core, the ONNX wing, torch and
-onnxscript; never OpenVINO.
+``import ctcop`` does not import torch, and neither do ``import ctcop.torch.semantics`` (numpy
+only) and ``import ctcop.torch.openvino_frontend`` (openvino): the names below import their
+modules, and torch, when first asked for. May import the core, the ONNX and OpenVINO wings,
+torch and onnxscript.
 """
 
 from __future__ import annotations

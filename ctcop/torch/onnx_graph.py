@@ -23,8 +23,8 @@ from onnx import TensorProto, helper
 from ..attributes import Attributes
 from ..errors import InvalidInputError
 from ..onnx import function
-from ..onnx.graph import GraphBuilder
-from ..onnx.writer import with_function
+from ..onnx.graph import GraphBuilder, Sizes, fitted
+from ..onnx.writer import ctc_node, with_function
 from ..options import ExportOptions
 from .semantics import DEAD_LOSS, STAND_IN_GAP, UNREAD_GAP, TorchCtcCall
 
@@ -32,34 +32,6 @@ DOMAIN = "ai.ctcop.torch"
 OP_TYPE = "CTCLoss"
 INPUTS = ("log_probs", "targets", "input_lengths", "target_lengths")
 BOOL, INT32, INT64, DOUBLE = TensorProto.BOOL, TensorProto.INT32, TensorProto.INT64, TensorProto.DOUBLE
-
-
-@dataclass(frozen=True)
-class _Sizes:
-    """T, N, C of the batched log-probabilities as 1-element int64 tensors."""
-
-    frames: str
-    batch: str
-    classes: str
-
-    @classmethod
-    def of(cls, g: GraphBuilder, x: str) -> _Sizes:
-        frames, batch, classes = (g.Shape(x, start=i, end=i + 1) for i in range(3))
-        return cls(frames, batch, classes)
-
-
-def _fit(g: GraphBuilder, values: str, length: str, fill: int) -> str:
-    """1-D int64 ``values`` cut or padded with ``fill`` to ``length`` [1]."""
-    cut = g.Slice(values, g.i64([0]), length, g.i64([0]))
-    missing = g.Sub(length, g.Shape(cut, start=0, end=1))
-    return g.Pad(cut, g.Concat(g.i64([0]), missing, axis=0), g.i64(fill))
-
-
-def _fit_rows(g: GraphBuilder, values: str, length: str, fill: int) -> str:
-    """2-D int64 ``values`` cut or padded with ``fill`` along axis 0 to ``length`` [1]."""
-    cut = g.Slice(values, g.i64([0]), length, g.i64([0]))
-    missing = g.Sub(length, g.Shape(cut, start=0, end=1))
-    return g.Pad(cut, g.Concat(g.i64([0, 0]), missing, g.i64([0]), axis=0), g.i64(fill))
 
 
 def _differs(g: GraphBuilder, values: str, length: str) -> str:
@@ -77,32 +49,30 @@ class _Lengths:
     batch_fault: str
 
 
-def _lengths(g: GraphBuilder, input_lengths: str, target_lengths: str, sizes: _Sizes) -> _Lengths:
+def _lengths(g: GraphBuilder, input_lengths: str, target_lengths: str, sizes: Sizes) -> _Lengths:
     flat = [g.Cast(g.Reshape(v, g.i64([-1])), to=INT64) for v in (input_lengths, target_lengths)]
     fault = g.Or(_differs(g, flat[0], sizes.batch), _differs(g, flat[1], sizes.batch))
-    return _Lengths(_fit(g, flat[0], sizes.batch, 0), _fit(g, flat[1], sizes.batch, 0), fault)
+    frames, targets = (fitted(g, length, sizes.batch, g.i64(0), 1) for length in flat)
+    return _Lengths(frames, targets, fault)
 
 
-def _padded_rows(g: GraphBuilder, targets: str, lengths: _Lengths, sizes: _Sizes) -> tuple[str, str]:
+def _padded_rows(g: GraphBuilder, targets: str, lengths: _Lengths, sizes: Sizes) -> tuple[str, str]:
     """Padded targets [N, S] as rows [N, T] (cut or padded with -1) and the faults [N]: a length
     over S, or a targets batch that is not N (every sample)."""
     values = g.Cast(targets, to=INT64)
     width = g.Shape(values, start=1, end=2)
-    rows = _fit_rows(g, values, sizes.batch, -1)
-    cut = g.Slice(rows, g.i64([0]), sizes.frames, g.i64([1]))
-    missing = g.Sub(sizes.frames, g.Shape(cut, start=1, end=2))
-    rows = g.Pad(cut, g.Concat(g.i64([0, 0, 0]), missing, axis=0), g.i64(-1))
+    rows = fitted(g, values, g.Concat(sizes.batch, sizes.frames, axis=0), g.i64(-1), 2)
     faults = g.Or(g.Greater(lengths.targets, width), _differs(g, values, sizes.batch))
     return rows, faults
 
 
-def _concatenated_rows(g: GraphBuilder, targets: str, lengths: _Lengths, sizes: _Sizes) -> tuple[str, str]:
+def _concatenated_rows(g: GraphBuilder, targets: str, lengths: _Lengths, sizes: Sizes) -> tuple[str, str]:
     """Concatenated targets [sum L] as rows [N, T] and the faults [N]: every sample when a length
     is negative or the lengths do not add up to the size of ``targets``."""
     values = g.Concat(g.Cast(g.Reshape(targets, g.i64([-1])), to=INT64), g.i64([-1]), axis=0)
     size = g.Shape(targets)
     offsets = g.CumSum(lengths.targets, g.i64(0), exclusive=1)
-    columns = g.Range(g.i64(0), g.Squeeze(sizes.frames, g.i64([0])), g.i64(1))
+    columns = g.Range(g.i64(0), sizes.frame_count, g.i64(1))
     index = g.Add(g.Unsqueeze(offsets, g.i64([1])), g.Unsqueeze(columns, g.i64([0])))
     rows = g.Gather(values, g.Min(g.Max(index, g.i64(0)), size), axis=0)
     negative = g.ReduceMax(g.Concat(g.Cast(g.Less(lengths.targets, g.i64(0)), to=INT64), g.i64([0]), axis=0))
@@ -111,19 +81,19 @@ def _concatenated_rows(g: GraphBuilder, targets: str, lengths: _Lengths, sizes: 
     return rows, g.Expand(everything, sizes.batch)
 
 
-def _labels(g: GraphBuilder, rows: str, lengths: _Lengths, blank: int, sizes: _Sizes) -> str:
+def _labels(g: GraphBuilder, rows: str, lengths: _Lengths, blank: int, sizes: Sizes) -> str:
     """CTCLoss-4 labels [N, T] over the C + 1 classes of :func:`_with_blank_last`: inside each
     target its classes as they are, except ``blank`` and negative values, which become -2 (an
     invalid label: NaN by rule 3.3, as is a value >= C); -1 outside."""
-    columns = g.Range(g.i64(0), g.Squeeze(sizes.frames, g.i64([0])), g.i64(1))
+    columns = g.Range(g.i64(0), sizes.frame_count, g.i64(1))
     inside = g.Less(g.Unsqueeze(columns, g.i64([0])), g.Unsqueeze(lengths.targets, g.i64([1])))
     invalid = g.Or(g.Less(rows, g.i64(0)), g.Equal(rows, g.i64(blank)))
     return g.Where(inside, g.Where(invalid, g.i64(-2), rows), g.i64(-1))
 
 
-def _mask(g: GraphBuilder, lengths: _Lengths, sizes: _Sizes) -> tuple[str, str]:
+def _mask(g: GraphBuilder, lengths: _Lengths, sizes: Sizes) -> tuple[str, str]:
     """``sequence_mask`` [T, N] (int32) from the input lengths, and its bool form."""
-    frames = g.Range(g.i64(0), g.Squeeze(sizes.frames, g.i64([0])), g.i64(1))
+    frames = g.Range(g.i64(0), sizes.frame_count, g.i64(1))
     active = g.Less(g.Unsqueeze(frames, g.i64([1])), g.Unsqueeze(lengths.frames, g.i64([0])))
     return g.Cast(active, to=INT32), active
 
@@ -158,26 +128,25 @@ def _logits(g: GraphBuilder, x: str, dtype: int, compute: int, blank: int, label
     reads (:func:`_readable` of ``labels``; 0 for a frame of -inf only); every unread value above
     ``top + UNREAD_GAP`` replaced by ``top``, +inf by NaN) and the shift of each frame's
     log-sum-exp [T, N, 1] (the maximum of those logits, 0 for a frame of -inf only)."""
-    np_type = helper.tensor_dtype_to_np_dtype(compute)
     values = _with_blank_last(g, x if dtype == compute else g.Cast(x, to=compute), blank)
     readable = _readable(g, labels, values)
     last = g.Slice(values, g.i64([-1]), g.i64([np.iinfo(np.int64).max]), g.i64([2]))
     top = g.ReduceMax(g.Where(readable, values, last), g.i64([2]), keepdims=1)  # the blank's copy is read
-    top = g.Where(g.IsInf(top, detect_positive=0), g.const(0.0, np_type), top)
+    top = g.Where(g.IsInf(top, detect_positive=0), g.const(0.0, compute), top)
     # Max puts the stand-in in place of every -inf (and of any value below it: such a gap is past
     # the DEAD_LOSS bound anyway): one broadcasting operator, several times faster than a Where.
-    values = g.Max(values, g.Sub(top, g.const(STAND_IN_GAP, np_type)))
-    over = g.And(g.Not(readable), g.Greater(values, g.Add(top, g.const(UNREAD_GAP, np_type))))
+    values = g.Max(values, g.Sub(top, g.const(STAND_IN_GAP, compute)))
+    over = g.And(g.Not(readable), g.Greater(values, g.Add(top, g.const(UNREAD_GAP, compute))))
     values = g.Where(over, g.Add(top, g.Sub(values, values)), values)
     shift = g.ReduceMax(values, g.i64([2]), keepdims=1)
-    return values, g.Where(g.IsInf(shift, detect_positive=0), g.const(0.0, np_type), shift)
+    return values, g.Where(g.IsInf(shift, detect_positive=0), g.const(0.0, compute), shift)
 
 
 def _correction(g: GraphBuilder, logits: str, top: str, active: str) -> str:
     """sum over the active frames of the log-sum-exp over the classes [N], float64."""
     axis2 = g.i64([2])
     lse = g.Add(g.Squeeze(top, axis2), g.Log(g.ReduceSum(g.Exp(g.Sub(logits, top)), axis2, keepdims=0)))
-    kept = g.Where(active, g.Cast(lse, to=DOUBLE), g.const(0.0, np.float64))
+    kept = g.Where(active, g.Cast(lse, to=DOUBLE), g.f64(0.0))
     return g.ReduceSum(kept, g.i64([0]), keepdims=0)
 
 
@@ -185,16 +154,14 @@ def _ctc_node(g: GraphBuilder, logits: str, mask: str, labels: str, name: str) -
     """The ``ai.ctcop.CTCLoss`` node (merge_repeated, no collapse: PyTorch's CTC)."""
     out = g.fresh("ctcop_loss")
     attributes = Attributes.of({"merge_repeated": True, "preprocess_collapse_repeated": False})
-    node = helper.make_node(function.OP_TYPE, [logits, mask, labels], [out], name=name, domain=function.DOMAIN)
-    node.attribute.extend(helper.make_attribute(key, int(value)) for key, value in attributes.items())
-    g.nodes.append(node)
+    g.nodes.append(ctc_node([logits, mask, labels], out, attributes, name))
     return out
 
 
 def _reduced(g: GraphBuilder, loss: str, lengths: _Lengths, call: TorchCtcCall) -> str:
     """zero_infinity, then the reduction, on float64 [N] losses."""
     if call.zero_infinity:
-        loss = g.Where(g.Equal(loss, g.const(np.inf, np.float64)), g.const(0.0, np.float64), loss)
+        loss = g.Where(g.Equal(loss, g.f64(np.inf)), g.f64(0.0), loss)
     if call.reduction == "sum":
         return g.ReduceSum(loss, keepdims=0)
     if call.reduction == "mean":
@@ -206,12 +173,12 @@ def _reduced(g: GraphBuilder, loss: str, lengths: _Lengths, call: TorchCtcCall) 
 def _read_out(g: GraphBuilder, core: str, correction: str, lengths: _Lengths, faults: str) -> str:
     """PyTorch's per-sample loss, float64 [N]: the corrected loss; +inf where no aligned path has
     a nonzero probability or the target is longer than its frames; NaN for faults."""
-    inf = g.const(np.inf, np.float64)
+    inf = g.f64(np.inf)
     loss = g.Sub(g.Cast(core, to=DOUBLE), correction)
-    loss = g.Where(g.GreaterOrEqual(loss, g.const(DEAD_LOSS, np.float64)), inf, loss)
+    loss = g.Where(g.GreaterOrEqual(loss, g.f64(DEAD_LOSS)), inf, loss)
     too_long = g.And(g.Greater(lengths.targets, lengths.frames), g.Not(g.IsNaN(loss)))
     loss = g.Where(too_long, inf, loss)
-    return g.Where(faults, g.const(np.nan, np.float64), loss)
+    return g.Where(faults, g.f64(np.nan), loss)
 
 
 def _expansion(g: GraphBuilder, node: onnx.NodeProto, name: str) -> None:
@@ -222,13 +189,13 @@ def _expansion(g: GraphBuilder, node: onnx.NodeProto, name: str) -> None:
     compute = DOUBLE if dtype == DOUBLE else TensorProto.FLOAT
     x, targets, input_lengths, target_lengths = node.input
     x = x if call.batched else g.Unsqueeze(x, g.i64([1]))
-    sizes = _Sizes.of(g, x)
+    sizes = Sizes.of(g, x)
     lengths = _lengths(g, input_lengths, target_lengths, sizes)
     rows, faults = (_concatenated_rows if call.concatenated else _padded_rows)(g, targets, lengths, sizes)
     mask, active = _mask(g, lengths, sizes)
     bad_frames = g.Or(g.Less(lengths.frames, g.i64(0)), g.Greater(lengths.frames, sizes.frames))
     bad_frames = g.Or(bad_frames, g.Less(lengths.targets, g.i64(0)))
-    batch_fault = g.Or(lengths.batch_fault, g.Squeeze(g.GreaterOrEqual(g.i64([call.blank]), sizes.classes), g.i64([0])))
+    batch_fault = g.Or(lengths.batch_fault, g.GreaterOrEqual(g.i64(call.blank), sizes.class_count))
     faults = g.Or(g.Or(faults, bad_frames), batch_fault)
     labels = _labels(g, rows, lengths, call.blank, sizes)
     logits, top = _logits(g, x, dtype, compute, call.blank, labels)

@@ -33,7 +33,7 @@ spec's op in five ways, each mapped exactly (the fourth point below is a guard o
 This module holds the static half (which calls can be exported, as :class:`TorchCtcCall`) and
 :func:`reference_loss`, the mapping in numpy on top of :func:`ctcop.ctc_loss_or_nan`; the ONNX
 graph (:mod:`ctcop.torch.onnx_graph`) and the OpenVINO conversion rule
-(:mod:`ctcop.openvino.torch_frontend`) build the same steps from operators. Imports numpy only.
+(:mod:`ctcop.torch.openvino_frontend`) build the same steps from operators. Imports numpy only.
 """
 
 from __future__ import annotations

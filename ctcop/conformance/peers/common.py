@@ -4,21 +4,19 @@ A peer is a conformance runtime (:mod:`ctcop.conformance.protocol`) that calls a
 framework's own CTC loss as its users call it. Its adapter converts layouts only (transpose,
 mask -> lengths or paddings, pads -> lengths, dense -> sparse) and never validates or repairs:
 for a case the spec rejects the framework gets the inputs as they are, and whatever it does is
-the finding. Frameworks are imported by name through :func:`framework` when a peer first runs,
-so that importing this package loads numpy only, and mypy neither needs the frameworks' stubs
-(tensorflow ships none) nor analyses them (torch and jax are typed but huge): their objects are
-``Any`` here. Peers are judged like every runtime, by :func:`ctcop.conformance.verdict.judge`.
+the finding. Frameworks are imported by name (:func:`ctcop.frameworks.framework`) when a peer
+first runs, so that importing this package loads numpy only; their objects are ``Any`` here.
+Peers are judged like every runtime, by :func:`ctcop.conformance.verdict.judge`.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...frameworks import framework, missing
 from ..protocol import Outcome, Unsupported
 
 if TYPE_CHECKING:
@@ -35,17 +33,6 @@ DEFAULT_ATTRIBUTES = (
     ("ctc_merge_repeated", True),
     ("unique", False),
 )
-
-
-def framework(name: str) -> Any:
-    """The module ``name`` (imported on first use)."""
-    return importlib.import_module(name)
-
-
-def missing(*modules: str) -> str | None:
-    """None when every module is importable, else the reason (without importing anything)."""
-    absent = [name for name in modules if importlib.util.find_spec(name) is None]
-    return f"{', '.join(absent)} not installed" if absent else None
 
 
 @dataclass(frozen=True)
@@ -142,8 +129,3 @@ def blank(case: CorpusCase) -> Any:
     if given is None:
         return classes - 1
     return int(given) if np.ndim(given) == 0 else given
-
-
-def sum_gradient(value: Any, dtype: np.dtype[Any]) -> np.ndarray:
-    """A framework's gradient as a numpy array of the logits' element type."""
-    return np.asarray(value).astype(dtype, copy=False)

@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...frameworks import framework
 from ..protocol import Outcome, Unsupported
-from .common import DEFAULT_ATTRIBUTES, THREADS, Peer, blank, dense_targets, frame_lengths, framework, logits
+from .common import DEFAULT_ATTRIBUTES, THREADS, Peer, blank, dense_targets, frame_lengths, logits
 
 if TYPE_CHECKING:
     from ..corpus import CorpusCase

@@ -2,21 +2,23 @@
 
 OpenVINO's PyTorch frontend has no rule for ``aten::ctc_loss``. :func:`torch_extensions` gives
 one, for ``aten::ctc_loss`` and for ctcop's custom op ``ctcop::ctc_loss`` (in a traced module or,
-as ``ctcop.ctc_loss.default``, in an ExportedProgram)
-(:mod:`ctcop.torch.custom_op`): the mapping of spec section 14 (:mod:`ctcop.torch.semantics`,
-restated here in OpenVINO operators) around the guarded lowering of CTCLoss-4
-(:func:`ctcop.openvino.lowering.lower`), so a converted model never reaches the native kernel's
-defects (spec 12.2) and computes what PyTorch computes. Like the lowering it is a total function:
-where PyTorch raises for the values of the lengths or targets, the samples concerned are NaN;
-+inf and NaN are made at run time (G8); integer inputs are range-checked on a float32 copy before
-the CPU plugin's narrowing to int32 can wrap them (G7, D6).
+as ``ctcop.ctc_loss.default``, in an ExportedProgram) (:mod:`.custom_op`): the mapping of spec
+section 14 (:mod:`.semantics`, restated here in OpenVINO operators) around the guarded lowering
+of CTCLoss-4 (:func:`ctcop.openvino.lowering.lower`), so a converted model never reaches the
+native kernel's defects (spec 12.2) and computes what PyTorch computes. Like the lowering it is a
+total function: where PyTorch raises for the values of the lengths or targets, the samples
+concerned are NaN; +inf and NaN are made at run time (D7); integer inputs are range-checked on a
+float32 copy before the CPU plugin's narrowing to int32 can wrap them (D6).
 
-Importing ``openvino.frontend.pytorch`` imports torch, so this module is loaded only when
-:func:`ctcop.openvino.openvino_extensions` is asked for the PyTorch rules.
+:func:`openvino_extensions` (``ctcop.openvino_extensions``) is the OpenVINO wing's extensions
+(:func:`ctcop.openvino.openvino_extensions`) with these rules added. Importing this module
+imports openvino, not torch (``openvino.frontend.pytorch`` does: :func:`torch_extensions`
+imports it).
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +26,10 @@ import numpy as np
 import openvino as ov
 import openvino.opset15 as ops
 
-from ..torch.semantics import DEAD_LOSS, STAND_IN_GAP, UNREAD_GAP, ArgumentFacts, TorchCtcCall, checked_call
-from .lowering import lower, runtime_nan
-from .types import type_name
+from ..openvino.extensions import openvino_extensions as openvino_wing_extensions
+from ..openvino.lowering import lower, runtime_nan
+from ..openvino.types import type_name
+from .semantics import DEAD_LOSS, STAND_IN_GAP, UNREAD_GAP, ArgumentFacts, TorchCtcCall, checked_call
 
 # TorchScript names (convert_model of a module, traced) and the torch.export name of the custom op
 # (convert_model of an ExportedProgram made under ctcop.torch.redirect_ctc_loss or with ctcop's CTCLoss).
@@ -185,7 +188,7 @@ def _correction(logits: ov.Output, top: ov.Output, active: ov.Output) -> ov.Node
 def _read_out(loss: ov.Output, lengths: _Lengths, faults: ov.Output, call: TorchCtcCall) -> ov.Node:
     """+inf for dead and too-long samples, NaN for faults, zero_infinity, the reduction."""
     zeros = ops.multiply(ops.convert_like(lengths.frames, loss), _like(0.0, loss))
-    infinity = ops.divide(_like(1.0, loss), zeros)  # computed at run time (G8)
+    infinity = ops.divide(_like(1.0, loss), zeros)  # computed at run time (D7)
     number = ops.logical_not(ops.is_nan(loss))  # the CPU plugin's Greater(Equal) is true for NaN
     loss = ops.select(ops.logical_and(ops.greater_equal(loss, _like(DEAD_LOSS, loss)), number), infinity, loss)
     too_long = ops.logical_and(ops.greater(lengths.targets, lengths.frames), number)
@@ -253,3 +256,24 @@ def torch_extensions() -> list[Any]:
     from openvino.frontend.pytorch import ConversionExtension
 
     return [ConversionExtension(name, _convert) for name in OPERATIONS]
+
+
+def openvino_extensions(*, pytorch: bool | None = None) -> list[Any]:
+    """Extensions to pass, one at a time, to ``openvino.Core.add_extension``::
+
+        for extension in ctcop.openvino_extensions():
+            core.add_extension(extension)
+
+    or all at once to ``openvino.convert_model(..., extension=ctcop.openvino_extensions())``:
+    the OpenVINO wing's (:func:`ctcop.openvino.openvino_extensions`: the ``ai.ctcop.CTCLoss``
+    ONNX node and the custom-op IR layer) and, with ``pytorch`` (by default: when torch is
+    already imported, as it is for ``convert_model`` of a torch model; the PyTorch frontend
+    imports torch), :func:`torch_extensions`, so that ``convert_model`` of a PyTorch model maps
+    ``aten::ctc_loss`` and ``ctcop::ctc_loss`` exactly. All are total functions (spec 11.5):
+    input that breaks a rule gives NaN for the samples that break it, never a crash or a failed
+    inference.
+    """
+    extensions = openvino_wing_extensions()
+    if pytorch or (pytorch is None and "torch" in sys.modules):
+        extensions.extend(torch_extensions())
+    return extensions

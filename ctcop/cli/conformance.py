@@ -1,0 +1,247 @@
+"""``ctcop conformance``: the installed runtimes measured against the reference on the bundled
+corpus (spec 10), or the selected cases written out (``--write-corpus``, ``--write-onnx-tests``,
+``--write-ir-tests``) instead."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidInputError
+from ..exit_codes import ExitCode
+from ..files import checked_input_file, checked_output, checked_output_folder, write_atomically
+from . import arguments
+from .output import show
+from .signals import Interrupted, interruption
+
+if TYPE_CHECKING:
+    from ..conformance.corpus import CorpusCase
+    from ..conformance.expected import Expected
+    from ..conformance.result import Result
+    from ..conformance.runner import Settings
+    from ..conformance.suite import Plan
+    from .arguments import Commands
+
+_WRITERS = ("write_corpus", "write_onnx_tests", "write_ir_tests")
+_RUN_ONLY = [
+    "runtimes", "runtime_module", "jobs", "timeout", "json", "junit", "expected_failures", "no_known_defects",
+    "details",
+]  # fmt: skip
+
+
+def add_parser(commands: Commands) -> None:
+    parser = commands.add_parser("conformance", help="measure installed runtimes against the reference")
+    runs = parser.add_argument_group("what runs")
+    runs.add_argument(
+        "--runtimes", type=arguments.runtime_names, help="comma-separated runtime names (default: every one)"
+    )
+    runs.add_argument(
+        "--runtime-module",
+        action="append",
+        type=arguments.text("MODULE:ATTRIBUTE"),
+        metavar="MOD:ATTR",
+        help="add the runtimes of pkg.mod:attr or path/file.py:attr (a runtime, a list, or a callable; repeatable)",
+    )
+    runs.add_argument(
+        "--select",
+        action="append",
+        type=arguments.text("case selection"),
+        metavar="TAG|GLOB",
+        help="cases by tag or id glob, e.g. float32, 'spec/empty_*' (repeatable, comma lists; default: all but scale)",
+    )
+    runs.add_argument("--shard", type=arguments.shard, metavar="K/N", help="only shard K of N of the selected cases")
+    runs.add_argument(
+        "--jobs", type=arguments.integer(1, arguments.MAX_JOBS), help="worker processes (default: the CPUs)"
+    )
+    runs.add_argument(
+        "--timeout",
+        type=arguments.seconds,
+        metavar="SECONDS",
+        help="per evaluation and per --runtime-module load (default 120)",
+    )
+    runs.add_argument("--expected-failures", metavar="FILE", help="known failures: xfail, or xpass when they pass")
+    runs.add_argument(
+        "--no-known-defects",
+        action="store_true",
+        help="do not apply ctcop's registry of known defects (ctcop defects): every failure counts",
+    )
+    out = parser.add_argument_group("reports")
+    details = arguments.integer(0, arguments.MAX_DETAILS)
+    out.add_argument("--details", type=details, help="problems listed per runtime (default 5)")
+    out.add_argument("--json", help="write the report (schema ctcop-conformance-2) to this file")
+    out.add_argument("--junit", metavar="PATH", help="write JUnit XML (a testsuite per runtime) to this file")
+    writers = parser.add_mutually_exclusive_group()
+    writers.add_argument("--write-corpus", metavar="DIR", help="copy the selected cases' corpus tree, run nothing")
+    writers.add_argument("--write-onnx-tests", metavar="DIR", help="write the selected cases as ONNX backend tests")
+    writers.add_argument("--write-ir-tests", metavar="DIR", help="write the selected cases as OpenVINO IR tests")
+    parser.set_defaults(run=run)
+
+
+def _writing(args: argparse.Namespace) -> str | None:
+    return next((name for name in _WRITERS if getattr(args, name) is not None), None)
+
+
+def _checked(args: argparse.Namespace) -> list[Expected]:
+    """Refuse what cannot work before any: output paths, then input files, then options the
+    command would ignore. The expected failures, read."""
+    writer = _writing(args)
+    if writer is not None:
+        flag = "--" + writer.replace("_", "-")
+        arguments.refuse_ignored(args, _RUN_ONLY, f"with {flag} (it writes cases, it runs nothing)")
+        target = getattr(args, writer)
+        checked_output_folder(target, writer)
+        if os.path.isdir(target) and os.listdir(target):
+            raise InvalidInputError(writer, f"{target!r} is not empty")
+        return []
+    for option in ("json", "junit"):
+        if getattr(args, option) is not None:
+            checked_output(getattr(args, option), option)
+    if args.json is not None and args.json == args.junit:
+        raise InvalidInputError("junit", "--junit and --json name the same file")
+    if args.expected_failures is None:
+        return []
+    from ..conformance import expected
+
+    checked_input_file(args.expected_failures, "expected_failures", limit=expected.MAX_BYTES)
+    try:
+        return expected.load(args.expected_failures)
+    except (OSError, UnicodeError, ValueError) as error:
+        raise InvalidInputError("expected_failures", f"{args.expected_failures}: {error}") from None
+
+
+def _selection(args: argparse.Namespace) -> list[str]:
+    return [part for given in args.select or [] for part in given.split(",") if part]
+
+
+def _plan(args: argparse.Namespace, expected_failures: list[Expected]) -> Plan:
+    from ..conformance import registry, suite
+
+    try:
+        return suite.make_plan(
+            args.runtimes,
+            args.runtime_module or [],
+            _selection(args),
+            args.shard,
+            expected_failures,
+            known_defects=not args.no_known_defects,
+            probe_timeout_s=args.timeout or registry.PROBE_TIMEOUT_S,
+        )
+    except suite.PlanError as error:
+        raise InvalidInputError(error.option, str(error)) from None
+
+
+def _selected_cases(args: argparse.Namespace) -> list[CorpusCase]:
+    from ..conformance import suite
+
+    try:
+        return list(suite.select_cases(_selection(args), args.shard))
+    except suite.PlanError as error:
+        raise InvalidInputError(error.option, str(error)) from None
+
+
+def _write(args: argparse.Namespace, writer: str) -> int:
+    """``--write-corpus`` (a copy of the selected part of the corpus tree) or a test writer."""
+    from ..conformance import suite, writers
+
+    write = {
+        "write_corpus": suite.write_corpus,
+        "write_onnx_tests": writers.write_onnx_tests,
+        "write_ir_tests": writers.write_ir_tests,
+    }[writer]
+    folder = getattr(args, writer)
+    cases = _selected_cases(args)
+    try:
+        count = write(cases, folder)
+    except OSError as error:
+        raise InvalidInputError(writer, f"cannot write {folder!r}: {error.strerror or error}") from None
+    show(f"wrote {count} cases to {folder}")
+    return ExitCode.OK
+
+
+def print_report(
+    runtimes: Sequence[Mapping[str, Any]],
+    results: Sequence[Result],
+    cases: Mapping[str, CorpusCase],
+    head: str,
+    details: int | None,
+) -> None:
+    """The table, the problems (``details`` per runtime, default 5), the known defects and the
+    classes of the failing cases, under ``head``."""
+    from ..conformance import classes, known, report
+
+    names = [runtime["name"] for runtime in runtimes]
+    lines = [head, "", *report.format_table(runtimes, results)]
+    lines += report.format_problems(results, names, 5 if details is None else details)
+    sizes = {case_id: classes.facts(case).elements for case_id, case in cases.items()}
+    lines += known.format_groups(known.group(results, sizes))
+    lines += classes.format_classes(classes.group(results, cases))
+    show(*lines)
+
+
+def _head(args: argparse.Namespace, plan: Plan, settings: Settings) -> str:
+    selection = ", ".join(_selection(args)) or "all but scale"
+    return (
+        f"CTCLoss-4 conformance: {len(plan.cases)} cases ({selection}"
+        f"{'' if args.shard is None else f', shard {args.shard[0]}/{args.shard[1]}'}), "
+        f"each evaluated twice per runtime, {settings.jobs} job(s)"
+    )
+
+
+def _measured(plan: Plan, settings: Settings, results: list[Result]) -> Interrupted | None:
+    """Run the plan into ``results``; the interruption that cut it short, if one did (``results``
+    then hold what finished, in the report's order)."""
+    from ..conformance import report, runner, suite
+
+    progress = report.Progress(len(plan.runnable) * len(plan.cases))
+    try:
+        suite.run(plan, settings, results, progress.step)
+    except BaseException as error:
+        interrupted = interruption(error)
+        if interrupted is None:
+            raise
+        results[:] = runner.sort_results(results, [entry.name for entry in plan.listed])
+        return interrupted
+    finally:
+        progress.close()
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure the installed runtimes against the reference on the bundled corpus."""
+    expected_failures = _checked(args)
+    writer = _writing(args)
+    if writer is not None:
+        return _write(args, writer)
+    from ..conformance import junit, report, runner, suite
+
+    plan = _plan(args, expected_failures)
+    settings = runner.Settings(
+        jobs=args.jobs or suite.default_jobs(), timeout_s=args.timeout or runner.DEFAULT_TIMEOUT_S
+    )
+    environment = suite.environment(plan, settings, args.expected_failures)
+    runtimes = plan.runtimes()
+    results: list[Result] = []
+    interrupted = _measured(plan, settings, results)
+    name = None if interrupted is None else interrupted.name
+    # The reports first: printing may block on a full pipe, and a signal meanwhile must not cost them.
+    written = False
+    try:
+        if args.json:
+            write_atomically(args.json, report.document(runtimes, results, environment, name))
+        if args.junit:
+            write_atomically(args.junit, junit.document(runtimes, results), what="junit")
+        written = True
+        print_report(
+            runtimes, results, {case.id: case for case in plan.cases}, _head(args, plan, settings), args.details
+        )
+    except BaseException as error:
+        if interrupted is None and (interrupted := interruption(error)) is not None:
+            interrupted.finished = written
+        if interrupted is None:
+            raise
+    if interrupted is not None:
+        interrupted.report = args.json if written else None
+        raise interrupted
+    return report.exit_code(results)

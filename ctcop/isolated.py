@@ -1,0 +1,231 @@
+"""Crash-isolated workers: a named function in a fresh interpreter, answering requests.
+
+A :class:`Worker` is ``python`` (this interpreter, with this process's ``sys.path``) running
+``package.module:function`` in a session and process group of its own, its stdin, stdout and
+stderr as the caller chooses (/dev/null by default). Requests and answers are JSON lines over two
+pipes of their own: the function is called with each request and its return value is the answer;
+an exception it raises is answered as an error (:class:`Failed`, one line) and the worker goes on.
+A worker that dies, or gives no answer within the caller's timeout, is killed with its whole
+process group (whatever it started goes with it) and reaped, and :class:`Lost` says how it ended
+("killed by SIGSEGV", "exited with code 3", "no answer within 5 s"). A worker ignores SIGINT: an
+interruption is its caller's to handle, and the caller ends its workers.
+
+Workers are spawned, never forked: a process that has loaded a framework's thread pools
+(TensorFlow, JAX, PyTorch) cannot fork safely. The conformance runner's workers (spec 10), ``ctcop
+eval``'s (spec 13) and the peak-memory probes (:mod:`ctcop.memory_probe`) are such workers. Core
+module: standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import math
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import IO, Any
+
+from .text import one_line
+
+PATH_VARIABLE = "CTCOP_WORKER_PATH"  # the caller's sys.path, for the worker to import as it does
+_BOOT = (
+    f"import json, os, sys; sys.path[:] = json.loads(os.environ.pop({PATH_VARIABLE!r})); "
+    "from ctcop.isolated import serve; serve(*sys.argv[1:])"
+)
+Stream = int | IO[Any] | None  # what subprocess.Popen takes for stdin, stdout and stderr
+
+
+class Failed(Exception):
+    """The worker's function raised (``Type: message``, one line); the worker goes on."""
+
+
+class Lost(Exception):
+    """The worker ended without an answer (it is killed and reaped): ``how`` it ended, and
+    whether it was killed for giving no answer in time (``timed_out``)."""
+
+    def __init__(self, how: str, timed_out: bool = False) -> None:
+        super().__init__(how)
+        self.how, self.timed_out = how, timed_out
+
+
+def death(returncode: int) -> str:
+    """How a process ended, from its return code (``subprocess``'s: -N for signal N)."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        return f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"killed by signal {-returncode}"
+
+
+# -- the worker's side ---------------------------------------------------------------------------
+
+
+def _function(target: str) -> Callable[[Any], Any]:
+    module, _, name = target.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found  # type: ignore[no-any-return]
+
+
+def serve(target: str, requests: str, answers: str) -> None:
+    """The worker (started by :class:`Worker`): ``target`` called with each request read from the
+    fd ``requests`` (``{"id", "request"}``), a reply ``{"id", "answer"}`` or ``{"id", "error":
+    "Type: message"}`` written to the fd ``answers`` for each; ends when the requests' pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    function = _function(target)
+    with os.fdopen(int(requests), "rb") as lines, os.fdopen(int(answers), "wb") as out:
+        for line in lines:
+            envelope = json.loads(line)
+            try:
+                reply = json.dumps({"id": envelope["id"], "answer": function(envelope["request"])})
+            except Exception as error:  # the function's failure is an answer; the worker goes on
+                reply = json.dumps({"id": envelope["id"], "error": f"{type(error).__name__}: {one_line(error, 2000)}"})
+            out.write(reply.encode() + b"\n")
+            out.flush()
+
+
+# -- the caller's side ---------------------------------------------------------------------------
+
+
+def _readable(fd: int, timeout_s: float | None) -> bool:
+    poller = select.poll()  # not select(): fds above 1023 are possible in a process with big libraries
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if timeout_s is None else max(0, math.ceil(timeout_s * 1000))))
+
+
+class Worker:
+    """``target`` (``package.module:function``) serving requests in a fresh process (module
+    docstring); ``env`` replaces the environment. Ends (:meth:`end`) when its ``with`` block does."""
+
+    def __init__(
+        self,
+        target: str,
+        stdin: Stream = subprocess.DEVNULL,
+        stdout: Stream = subprocess.DEVNULL,
+        stderr: Stream = subprocess.DEVNULL,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        requests, self._requests = os.pipe()
+        self._answers, answers = os.pipe()
+        environment = {**(os.environ if env is None else env), PATH_VARIABLE: json.dumps(sys.path)}
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, target, str(requests), str(answers)],
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                env=environment,
+                pass_fds=(requests, answers),
+                start_new_session=True,  # its own process group: killed with whatever it starts
+            )
+        except BaseException:
+            for fd in (self._requests, self._answers):
+                os.close(fd)
+            raise
+        finally:
+            os.close(requests)
+            os.close(answers)
+        self.pid = self.process.pid
+        self.ended: str | None = None
+        self._buffer = b""
+        self._sent = 0  # requests sent; answers come in the same order, each naming its request
+        self._answered = 0
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.end()
+
+    def fileno(self) -> int:
+        """The answers' pipe, readable when an answer (or the worker's end) is there: for ``poll``."""
+        return self._answers
+
+    def send(self, request: Any) -> None:
+        """Send one request (JSON); :class:`Lost` when the worker is gone (it is then ended)."""
+        if self.ended is not None:
+            raise Lost(self.ended)
+        self._sent += 1
+        data = json.dumps({"id": self._sent, "request": request}).encode() + b"\n"
+        try:
+            while data:
+                data = data[os.write(self._requests, data) :]
+        except BrokenPipeError:  # it died
+            raise Lost(self.end()) from None
+
+    def arrived(self) -> bool:
+        """Read what the answers' pipe holds (once; call when it is readable): whether a whole
+        answer is there. :class:`Lost` at the pipe's end (the worker died, and is ended)."""
+        if self.ended is not None:
+            raise Lost(self.ended)
+        data = os.read(self._answers, 1 << 16)
+        if not data:
+            raise Lost(self.end())
+        self._buffer += data
+        return self.ready
+
+    @property
+    def ready(self) -> bool:
+        """Whether a whole answer has been read and not yet taken (:meth:`answer`)."""
+        return b"\n" in self._buffer
+
+    def answer(self, timeout_s: float | None = None) -> Any:
+        """The next answer, waiting up to ``timeout_s`` (None: for ever); :class:`Failed` when the
+        function raised, :class:`Lost` when the worker died or timed out (it is then ended)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self.ready:
+            left = None if deadline is None else deadline - time.monotonic()
+            if not _readable(self._answers, left):
+                self.end()
+                raise Lost(f"no answer within {timeout_s:g} s", timed_out=True)
+            self.arrived()
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        self._answered += 1
+        try:
+            reply = json.loads(line)
+            fits = (
+                isinstance(reply, dict)
+                and reply.get("id") == self._answered
+                and ("answer" in reply or "error" in reply)
+            )
+        except ValueError:
+            fits = False
+        if not fits:  # a write to its pipe by a process it started, or by the function itself
+            self.end()
+            raise Lost("answered out of turn (a reply to no request it was sent)")
+        if "error" in reply:
+            raise Failed(str(reply["error"]))
+        return reply["answer"]
+
+    def end(self) -> str:
+        """Kill the worker's process group and the worker (if still running: its pipe may close
+        before it ends), reap it and close its pipes; how it ended. Until reaped, its pid (and so
+        its group's id) cannot have been reused."""
+        if self.ended is None:
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(self.pid, signal.SIGKILL)
+            self.ended = death(self.process.wait())
+            for fd in (self._requests, self._answers):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        return self.ended
+
+
+def call(target: str, request: Any, timeout_s: float | None, **streams: Any) -> Any:
+    """``target(request)`` in a fresh worker (``streams``: :class:`Worker`'s ``stdin``,
+    ``stdout``, ``stderr``, ``env``), the answer; the worker is ended after it, however it ends."""
+    with Worker(target, **streams) as worker:
+        worker.send(request)
+        return worker.answer(timeout_s)

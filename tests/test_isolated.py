@@ -1,0 +1,117 @@
+"""Crash-isolated workers (:mod:`ctcop.isolated`): answers and errors as JSON lines, how a worker
+ended, the timeout, SIGINT ignored, its own process group and streams, and nothing it started
+outliving it. The workers run the functions of this module."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctcop.isolated import Failed, Lost, Worker, call
+
+HERE = __name__
+
+
+def echo(request: Any) -> Any:
+    return request
+
+
+def refuse(request: Any) -> None:
+    raise ValueError(f"no {request}\nsecond line")
+
+
+def end_by(request: dict[str, Any]) -> None:
+    if "signal" in request:
+        os.kill(os.getpid(), getattr(signal, request["signal"]))
+    os._exit(request["code"])
+
+
+def start_then_hang(request: Any) -> None:
+    """Start a grandchild, say its pid in a file, and never answer."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    Path(request).write_text(str(sleeper.pid))
+    time.sleep(3600)
+
+
+def interrupt_self(request: Any) -> str:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.2)
+    return "still here"
+
+
+def describe(request: Any) -> dict[str, Any]:
+    print(request, flush=True)
+    return {"pid": os.getpid(), "group": os.getpgid(0), "path": sys.path}
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_each_request_gets_its_answer() -> None:
+    with Worker(f"{HERE}:echo") as worker:
+        for request in (1, "two", [3.5, None, True], {"nested": {"list": [1, 2]}}):
+            worker.send(request)
+            assert worker.answer(60) == request
+
+
+def test_an_exception_is_an_error_answer_and_the_worker_goes_on() -> None:
+    with Worker(f"{HERE}:refuse") as worker:
+        for _ in range(2):
+            worker.send("luck")
+            with pytest.raises(Failed, match=r"^ValueError: no luck second line$"):
+                worker.answer(60)
+        assert worker.process.poll() is None
+
+
+@pytest.mark.parametrize(
+    ("request_", "how"),
+    [({"signal": "SIGSEGV", "code": 0}, "killed by SIGSEGV"), ({"code": 7}, "exited with code 7")],
+)
+def test_how_a_worker_ended_is_said(request_: dict[str, Any], how: str) -> None:
+    with pytest.raises(Lost) as lost:
+        call(f"{HERE}:end_by", request_, 60)
+    assert (lost.value.how, lost.value.timed_out) == (how, False)
+
+
+def test_a_worker_without_an_answer_in_time_is_killed_with_what_it_started(tmp_path: Path) -> None:
+    marker = tmp_path / "grandchild"
+    with Worker(f"{HERE}:start_then_hang") as worker:
+        worker.send(str(marker))
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        grandchild = int(marker.read_text())
+        with pytest.raises(Lost) as lost:
+            worker.answer(0.5)
+        assert lost.value.timed_out and lost.value.how == "no answer within 0.5 s"
+        assert worker.ended == "killed by SIGKILL" and not alive(worker.pid)
+        with pytest.raises(Lost):
+            worker.send("anything")
+    deadline = time.monotonic() + 30
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild)
+
+
+def test_sigint_is_ignored_in_the_worker() -> None:
+    assert call(f"{HERE}:interrupt_self", None, 60) == "still here"
+
+
+def test_the_worker_has_its_own_process_group_the_callers_streams_and_path(tmp_path: Path) -> None:
+    out = tmp_path / "out.txt"
+    with open(out, "wb") as stdout:
+        got = call(f"{HERE}:describe", "printed", 60, stdout=stdout)
+    assert got["group"] == got["pid"] != os.getpgid(0)
+    assert got["path"] == sys.path
+    assert out.read_text() == "printed\n"
