@@ -792,3 +792,33 @@ def test_a_model_changed_while_eval_runs_is_refused(tmp_path, capsys, monkeypatc
         "changed while ctcop eval read it; nothing is reported",
     )
     assert not out.exists()
+
+
+def test_labels_from_a_sparse_constant_are_an_error_not_a_crash(tmp_path, capsys) -> None:
+    model = onnx_model(dims=(T, N, C))
+    graph = model.graph
+    graph.input.remove(next(i for i in graph.input if i.name == "labels"))
+    values = onnx.numpy_helper.from_array(np.array([1, 2], np.int64), "values")
+    indices = onnx.numpy_helper.from_array(np.array([0, T], np.int64), "indices")
+    sparse = helper.make_sparse_tensor(values, indices, [N, T])
+    graph.node.insert(0, helper.make_node("Constant", [], ["labels"], sparse_value=sparse))
+    path = tmp_path / "sparse.onnx"
+    onnx.save(model, str(path))
+    code, out, err = run(capsys, "eval", path, "--seed", "1")
+    assert code == 1 and "verdict ERROR" in out and "the runtime gives the layer's labels as no tensor" in out, (
+        out + err
+    )
+
+
+def test_a_constant_is_reported_as_the_file_holds_it(tmp_path, capsys) -> None:
+    # The CPU plugin hands int64 2^32 on as int32's largest value (D6); the finding names the file's value.
+    logits = ops.parameter([N, T, C], np.float32, name="logits")
+    logits.output(0).get_tensor().set_names({"logits"})
+    labels = ops.constant(np.full((N, T), 2**32, np.int64))
+    lengths = ops.constant(np.array([T, T], np.int64))
+    loss = opset4.ctc_loss(logits, lengths, labels, ops.constant(np.array([1, 1], np.int64)))
+    model = openvino.Model([ops.result(loss)], [logits], "constant_labels")
+    openvino.save_model(model, str(tmp_path / "model.xml"), compress_to_fp16=False)
+    code, out, err = run(capsys, "eval", tmp_path / "model.xml", "--seed", "1")
+    assert code == 1 and "verdict INVALID-INPUT" in out, out + err
+    assert "value 4294967296 is not a class" in out, out

@@ -187,6 +187,10 @@ def _onnx_layers(request: dict[str, Any], feeds: dict[str, np.ndarray]) -> None:
         inputs = [
             p.constant if p.constant is not None else feeds.get(p.value, values.get(p.value)) for p in layer.ports
         ]
+        odd = next((p.name for p, v in zip(layer.ports, inputs, strict=True) if np.asarray(v).dtype.hasobject), None)
+        if odd is not None:  # a sparse tensor, a sequence: what the layer reads is not a tensor
+            _write(request, index, "error.txt", TypeError(f"the runtime gives the layer's {odd} as no tensor"))
+            continue
         _write(request, index, "inputs.npz", inputs)
         _write(request, index, "loss.npy", values[layer.output])
 
