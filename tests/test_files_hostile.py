@@ -142,21 +142,23 @@ def test_an_absent_ctc_merge_repeated_agrees_and_is_a_validate_warning(tmp_path,
     assert code == 0 and "verdict AGREE" in out, out + err
 
 
+def openvino_reads(path: Path, attribute: str, written: str) -> bool:
+    """Write a released layer (its three flags true) with ``attribute`` spelt ``written`` at
+    ``path``; what OpenVINO's reader makes of it."""
+    released_ir(path, preprocess_collapse_repeated=True, ctc_merge_repeated=True, unique=True)
+    text = path.read_text()
+    assert f'{attribute}="true"' in text
+    path.write_text(text.replace(f'{attribute}="true"', f'{attribute}="{written}"'))
+    node = next(n for n in openvino_core().read_model(str(path)).get_ordered_ops() if n.get_type_name() == "CTCLoss")
+    return bool(node.get_attributes()[attribute])
+
+
 @pytest.mark.parametrize("attribute", ["preprocess_collapse_repeated", "ctc_merge_repeated", "unique"])
 @pytest.mark.parametrize("written", [" true", "true ", " false"])
 def test_white_space_around_a_boolean_is_not_a_boolean(tmp_path, capsys, attribute: str, written: str) -> None:
     # OpenVINO reads " true" as false: a layer whose flag it reads otherwise than it is written is
     # invalid, not evaluated against the word's meaning.
-    released_ir(tmp_path / "model.xml", preprocess_collapse_repeated=True, ctc_merge_repeated=True, unique=True)
-    text = (tmp_path / "model.xml").read_text()
-    assert f'{attribute}="true"' in text
-    (tmp_path / "model.xml").write_text(text.replace(f'{attribute}="true"', f'{attribute}="{written}"'))
-    node = next(
-        n
-        for n in openvino_core().read_model(str(tmp_path / "model.xml")).get_ordered_ops()
-        if n.get_type_name() == "CTCLoss"
-    )
-    assert node.get_attributes()[attribute] is False  # what OpenVINO makes of it
+    assert openvino_reads(tmp_path / "model.xml", attribute, written) is False
     code, out, err = run(capsys, "validate", tmp_path / "model.xml")
     assert code == 1 and f"error: ctc: attribute {attribute} = {written!r} is not a boolean" in out, out + err
 
@@ -166,15 +168,7 @@ def test_white_space_around_a_boolean_is_not_a_boolean(tmp_path, capsys, attribu
 def test_digits_and_any_case_are_booleans_as_openvino_reads_them(
     tmp_path, capsys, attribute: str, written: str, meaning: bool
 ) -> None:
-    released_ir(tmp_path / "model.xml", preprocess_collapse_repeated=True, ctc_merge_repeated=True, unique=True)
-    text = (tmp_path / "model.xml").read_text()
-    (tmp_path / "model.xml").write_text(text.replace(f'{attribute}="true"', f'{attribute}="{written}"'))
-    node = next(
-        n
-        for n in openvino_core().read_model(str(tmp_path / "model.xml")).get_ordered_ops()
-        if n.get_type_name() == "CTCLoss"
-    )
-    assert node.get_attributes()[attribute] is meaning  # what OpenVINO makes of it
+    assert openvino_reads(tmp_path / "model.xml", attribute, written) is meaning
     code, out, err = run(capsys, "validate", tmp_path / "model.xml")
     assert code == 0 and "1 layer(s), 0 error(s)" in out, out + err
     (layer,) = open_model(str(tmp_path / "model.xml")).layers
