@@ -9,13 +9,9 @@ import sys
 
 from ..errors import InvalidInputError
 from ..exit_codes import ExitCode, signalled
-from ..text import printable
+from ..text import described
 from .output import one_line
 from .signals import interruption
-
-
-def _first_line(message: str) -> str:
-    return printable(next((line.strip() for line in message.splitlines() if line.strip()), ""))
 
 
 def failure(error: BaseException) -> int:
@@ -39,6 +35,6 @@ def failure(error: BaseException) -> int:
         print(f"ctcop: {one_line(str(error)) or type(error).__name__}", file=sys.stderr)
         return ExitCode.USAGE
     if isinstance(error, Exception):  # a bug of ctcop: still one line
-        print(f"ctcop: internal error: {type(error).__name__}: {_first_line(str(error))}", file=sys.stderr)
+        print(f"ctcop: internal error: {described(error)}", file=sys.stderr)
         return ExitCode.INTERNAL
     raise error

@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import canonical
-from ..text import one_line
+from ..text import ends, one_line
 from ..tolerance import Mismatch, describe, max_errors, mismatch
 from .protocol import Outcome, Unsupported
 from .result import Raised, Result
@@ -216,14 +216,8 @@ def bits(array: np.ndarray | None) -> str:
 
 
 def _raised(error: BaseException) -> Raised:
-    """The exception's type and its message in one printable line (:func:`ctcop.text.one_line`): a message
-    of several lines keeps its first (what failed) and its last (often why), the middle elided."""
-    try:
-        message = str(error)
-    except Exception:
-        message = "(no readable message)"
-    lines = [line for line in message.strip().splitlines() if line.strip()] or [""]
-    return Raised(type(error).__name__, one_line(lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"))
+    """The exception's type and its message in one printable line (:func:`ctcop.text.ends`)."""
+    return Raised(type(error).__name__, ends(error))
 
 
 def real(array: np.ndarray) -> bool:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..files import MAX_FILE_BYTES, MAX_TENSOR_BYTES, checked_input_file
+from ..text import first_line
 
 __all__ = [
     "IR_LAYER_ID",
@@ -123,7 +124,7 @@ def _ir_tree(path: str) -> ElementTree.Element:
     except _Declaration as refusal:
         raise InvalidInputError("model", f"{path!r}: {refusal}") from None
     except (expat.ExpatError, ElementTree.ParseError, ValueError, LookupError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        reason = first_line(error)
         raise InvalidInputError("model", f"{path!r} is not well-formed XML: {reason}") from None
 
 
@@ -222,7 +223,7 @@ def _declared_bytes(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) 
                 raise ValueError(f"format version {version}")
             shape, _, dtype = read_header[version](member)
     except Exception as error:  # numpy's header parser and zipfile raise many kinds: all say "not .npy"
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        reason = first_line(error)
         raise InvalidInputError("inputs", f"{path!r}: {name!r}: not an .npy array ({reason})") from None
     if dtype.hasobject:
         raise InvalidInputError("inputs", f"{path!r}: {name!r}: object arrays are refused (no pickle)")
@@ -252,7 +253,7 @@ def load_inputs(path: str) -> dict[str, np.ndarray]:
     except Exception as error:  # zipfile, zlib and numpy raise many kinds for a damaged archive
         if isinstance(error, InvalidInputError):
             raise
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        reason = first_line(error)
         raise InvalidInputError("inputs", f"cannot read {path!r} as npz: {reason}") from None
     for name, array in arrays.items():
         if array.nbytes > MAX_TENSOR_BYTES:

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..text import ends
+
 
 def _config(request: dict[str, Any], element_type: Any) -> dict[str, str]:
     """The compile config of ``--precision``: the layer's declared precision (``element_type``, its
@@ -205,9 +207,8 @@ def _write(request: dict[str, Any], index: int, kind: str, value: Any) -> None:
         with open(path, "w", encoding="utf-8") as file:
             json.dump({"compiled": value}, file)
     else:
-        lines = str(value).strip().splitlines() or [type(value).__name__]
         with open(path, "w", encoding="utf-8") as file:
-            file.write(f"{type(value).__name__}: {lines[-1][:300]}")
+            file.write(f"{type(value).__name__}: {ends(value)}")
 
 
 def evaluate(request: dict[str, Any]) -> None:

@@ -15,15 +15,11 @@ from onnx import version_converter
 
 from ..errors import InvalidInputError
 from ..options import Dim, ExportOptions, attached_names, chosen_output
+from ..text import described
 from . import function
 from .files import inferred_shapes, known_opset
 from .types import type_name
 from .writer import checked_opset, loss_node, mask_and_labels, value_info, with_function
-
-
-def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
 def _output_name(model: onnx.ModelProto, logits_output: str | int) -> str:
@@ -54,7 +50,7 @@ def converted_model(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     try:
         onnx.checker.check_model(model)
     except Exception as error:  # ValidationError: the model breaks the ONNX standard as it stands
-        raise InvalidInputError("model", f"not a valid ONNX model: {_first_line(error)}") from None
+        raise InvalidInputError("model", f"not a valid ONNX model: {described(error)}") from None
     if own is None or own >= opset:
         return model
     try:
@@ -62,7 +58,7 @@ def converted_model(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
         onnx.checker.check_model(out, full_check=True)
     except Exception as error:  # the converter raises RuntimeError, the checker ValidationError
         raise InvalidInputError(
-            "model", f"default-domain opset {own} cannot be converted to opset {opset}: {_first_line(error)}"
+            "model", f"default-domain opset {own} cannot be converted to opset {opset}: {described(error)}"
         ) from None
     return out
 
@@ -103,5 +99,5 @@ def attach_onnx(
     try:
         return with_function(out, options, max(target, known_opset(model) or 0))
     except onnx.checker.ValidationError as error:
-        reason = _first_line(error)
+        reason = described(error)
         raise InvalidInputError("model", f"with the loss attached it fails onnx.checker: {reason}") from None

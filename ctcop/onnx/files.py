@@ -17,6 +17,7 @@ from onnx.external_data_helper import load_external_data_for_model, uses_externa
 
 from ..errors import InvalidInputError
 from ..files import MAX_TENSOR_BYTES, atomic_output, checked_input_file
+from ..text import first_line
 
 
 def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
@@ -137,12 +138,6 @@ def _check_tensor_data(model: onnx.ModelProto) -> None:
             )
 
 
-def _reason(error: BaseException) -> str:
-    """The first line of what ``error`` says, or its type's name when it says nothing."""
-    text = str(error).strip()
-    return text.splitlines()[0].strip() if text else type(error).__name__
-
-
 def _check_model(path: str) -> None:
     """onnx's checker on the file (its external data beside it): a model the checker refuses
     (nodes without outputs, recursive or duplicated local functions, no opset import, tensors
@@ -150,7 +145,7 @@ def _check_model(path: str) -> None:
     try:
         onnx.checker.check_model(path)
     except (onnx.checker.ValidationError, ValueError, OSError) as error:
-        raise InvalidInputError("model", f"not a valid ONNX model: {_reason(error)}") from None
+        raise InvalidInputError("model", f"not a valid ONNX model: {first_line(error)}") from None
 
 
 def inferred_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -160,7 +155,7 @@ def inferred_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model)
     except Exception as error:  # onnx's InferenceError and friends: the model is not consistent
-        raise InvalidInputError("model", f"shape inference fails: {_reason(error)}") from None
+        raise InvalidInputError("model", f"shape inference fails: {first_line(error)}") from None
 
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -238,7 +233,7 @@ def load_onnx(path: str) -> onnx.ModelProto:
     try:
         load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
     except (OSError, ValueError) as error:
-        raise InvalidInputError("model", f"{path!r}: cannot read its external data: {_reason(error)}") from None
+        raise InvalidInputError("model", f"{path!r}: cannot read its external data: {first_line(error)}") from None
     _check_tensor_data(model)
     return model
 
@@ -250,5 +245,5 @@ def save_onnx(model: onnx.ModelProto, path: str) -> None:
         with atomic_output(path) as temporary:
             onnx.save(model, temporary)
     except (OSError, ValueError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else first_line(error)
         raise InvalidInputError("output", f"cannot write {path!r}: {reason}") from None
