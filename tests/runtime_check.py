@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 
 import ctcop
-from ctcop.conformance import corpus
+from ctcop.conformance.case import reference_loss
 from ctcop.conformance.protocol import outcome
 from ctcop.conformance.runtimes import RUNTIMES
 from ctcop.tolerance import compare
@@ -29,32 +29,32 @@ def assert_close_to_reference(got: np.ndarray, expected: np.ndarray, dtype: str,
 def assert_runtime_matches(runtime: str, got: np.ndarray, case) -> None:
     """``got`` from ``runtime`` on ``case`` against the reference, with OpenVINO's float64
     limitations (D4/D5) applied to the expectation, and only to it."""
-    dtype = case.inputs.dtype.name
-    expected = ctcop.ctc_loss(case.inputs, case.sequence_mask, case.labels, **case.attributes)
+    dtype = case.tolerance
+    expected = ctcop.ctc_loss(**case.inputs, **case.attributes)
     if runtime in OPENVINO_CPU and dtype == "float64":
         got = np.where(np.isin(got, SATURATED), np.inf, got)
-        as_float32 = np.clip(case.inputs, -FLOAT32_MAX, FLOAT32_MAX).astype(np.float32)
-        expected = ctcop.ctc_loss(as_float32, case.sequence_mask, case.labels, **case.attributes)
+        as_float32 = np.clip(case.inputs["inputs"], -FLOAT32_MAX, FLOAT32_MAX).astype(np.float32)
+        expected = ctcop.ctc_loss(as_float32, case.inputs["sequence_mask"], case.inputs["labels"], **case.attributes)
         dtype = "float32"
-    assert_close_to_reference(got, expected, dtype, f"{runtime} {case.name} {case.inputs.dtype.name}")
+    assert_close_to_reference(got, expected, dtype, f"{runtime} {case.id} {case.logits_dtype}")
 
 
 def run(runtime: str, case) -> np.ndarray:
     """``case`` through the adapter of ``runtime``."""
-    return RUNTIMES[runtime](case.inputs, case.sequence_mask, case.labels, **case.attributes)
+    return outcome(RUNTIMES[runtime].run(case)).loss
 
 
 def expected_for(runtime: str, case) -> tuple[np.ndarray, str]:
     """The loss a conforming ``runtime`` gives for the corpus ``case`` (a
-    :class:`ctcop.conformance.corpus.CorpusCase` with a value) and the element type whose tolerance
+    :class:`ctcop.conformance.case.Case` with a value) and the element type whose tolerance
     applies: the case's expected loss, or for OpenVINO's CPU plugin on float64 logits (D4) the
     reference on the logits rounded to float32, at float32's tolerance."""
     dtype = case.tolerance
     if runtime not in OPENVINO_CPU or dtype != "float64":
         return case.expected_loss, dtype
-    logits = "inputs" if case.form == "spec" else "logits"
+    logits = case.logits_name
     inputs = {**case.inputs, logits: np.clip(case.inputs[logits], -FLOAT32_MAX, FLOAT32_MAX).astype(np.float32)}
-    return corpus.reference_loss(case.form, inputs, case.attributes), "float32"
+    return reference_loss(case.form, inputs, case.attributes), "float32"
 
 
 def assert_case_matches(runtime: str, case) -> None:

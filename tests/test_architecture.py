@@ -17,7 +17,7 @@ PACKAGE = Path(ctcop.__file__).parent
 # two wings of one rank never import each other. "cli" is the command line: the ctcop.cli package,
 # ctcop.console and every __main__ module (``python -m``); "core" is every other module of the
 # root package.
-ORDER = (("core",), ("onnx", "openvino"), ("torch",), ("conformance", "layers"), ("bench",), ("cli",))
+ORDER = (("core",), ("onnx", "openvino"), ("torch", "tf"), ("conformance", "layers"), ("bench",), ("cli",))
 RANK = {wing: rank for rank, wings in enumerate(ORDER) for wing in wings}
 CLI = ("cli", "console", "__main__")
 # The root package is the facade: it re-exports the core and loads wings lazily, by name.

@@ -17,6 +17,7 @@ from oracle import decode_path, openvino_loss_grad, time_major_loss_grad
 
 import ctcop
 from ctcop.conformance import bruteforce, corpus, generate
+from ctcop.conformance.case import Case, reference_loss
 from ctcop.tolerance import compare
 
 ROOT = corpus.default_root()
@@ -89,7 +90,7 @@ def rounded_once(got: np.ndarray, exact: np.ndarray, dtype: str, atol: float) ->
     return bool(np.all(np.where(special, same, close)))
 
 
-def enumerate_case(case: corpus.CorpusCase) -> tuple[np.ndarray, np.ndarray]:
+def enumerate_case(case: Case) -> tuple[np.ndarray, np.ndarray]:
     x, a = case.inputs, case.attributes
     if case.form == "spec":
         return time_major_loss_grad(
@@ -100,16 +101,16 @@ def enumerate_case(case: corpus.CorpusCase) -> tuple[np.ndarray, np.ndarray]:
     return openvino_loss_grad(x["logits"], x["logit_length"], x["labels"], x["label_length"], blank, *flags)
 
 
-BRUTE = [case for case in CASES if "brute_force_paths" in case.manifest]
+BRUTE = [case for case in CASES if case.brute_force_paths is not None]
 
 
 def test_brute_force_provenance_is_what_it_says() -> None:
     assert len(BRUTE) > 300
     for case in CASES:
         if case.provenance == "brute-force":
-            assert "brute_force_paths" in case.manifest, case.id
-        if "brute_force_paths" in case.manifest:
-            frames = case.manifest["brute_force_paths"]
+            assert case.brute_force_paths is not None, case.id
+        if case.brute_force_paths is not None:
+            frames = case.brute_force_paths
             logits = case.inputs["inputs" if case.form == "spec" else "logits"]
             lengths = case.inputs["sequence_mask"].sum(axis=0) if case.form == "spec" else case.inputs["logit_length"]
             assert frames == bruteforce.path_count(logits.shape[2], list(lengths)), case.id
@@ -130,7 +131,8 @@ def test_hand_worked_values() -> None:
     hand = [case for case in CASES if case.provenance == "hand-worked"]
     assert len(hand) == 12
     for case in hand:
-        worked = case.manifest["hand_worked"]
+        worked = case.hand_worked
+        assert worked is not None
         value = worked["value"]
         if "no_merge" in case.id:
             assert value == pytest.approx(9 * math.log(5) - math.log(126), rel=1e-15)
@@ -145,7 +147,11 @@ def test_reject_cases_are_rejected_with_the_recorded_message() -> None:
     rules = {case.rule for case in rejects}
     assert {"2", "3.1", "3.3", "6", "7", "7.1", "7.2"} <= rules
     for case in rejects:
-        assert case.expected_loss is None and case.expected_grad is None and "expected" not in case.manifest
+        assert (
+            case.expected_loss is None
+            and case.expected_grad is None
+            and "expected" not in corpus.read_manifest(case.stored_in())
+        )
         function = ctcop.ctc_loss if case.form == "spec" else ctcop.openvino_ctc_loss
         with pytest.raises(ctcop.InvalidInputError) as info:
             function(**case.inputs, **case.attributes)
@@ -201,7 +207,7 @@ def test_the_reference_on_the_stored_inputs_gives_the_stored_values() -> None:
         if case.expect != "value":
             continue
         assert case.tolerance is not None and case.expected_loss is not None
-        got = corpus.reference_loss(case.form, case.inputs, case.attributes)
+        got = reference_loss(case.form, case.inputs, case.attributes)
         assert got.dtype == case.expected_loss.dtype, case.id
         assert compare(got, case.expected_loss, case.tolerance) is None, case.id
 
@@ -210,7 +216,7 @@ def test_bfloat16_stays_bits_without_ml_dtypes(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(corpus, "_bfloat16", lambda: None)
     case = corpus.load(ROOT / "spec" / "hand_worked" / "bfloat16")
     assert case.inputs["inputs"].dtype == np.uint16
-    assert case.manifest["inputs"][0]["storage"] == "uint16 bits"
+    assert case.declared()[0]["storage"] == "uint16 bits"
 
 
 # -- composition and selection -------------------------------------------------------------------
@@ -291,8 +297,9 @@ def test_the_recipe_is_splitmix64() -> None:
 def test_scale_inputs_are_drawn_deterministically() -> None:
     case = BY_ID["spec/scale_t150_n64_c28_l40/float32"]
     inputs = case.inputs
-    again = corpus.materialize(case.manifest["generator"])
-    for entry in case.manifest["inputs"]:
+    assert case.generator is not None
+    again = corpus.materialize(case.generator)
+    for entry in case.declared():
         array = inputs[entry["name"]]
         assert array.dtype.name == entry["dtype"] and list(array.shape) == entry["shape"]
         assert same_bits(array, again[entry["name"]])

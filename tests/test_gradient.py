@@ -18,23 +18,27 @@ def test_gradient_matches_finite_differences(collapse: bool, merge: bool) -> Non
     for _ in range(30):
         case = random_case(rng, max_t=6, max_c=5, max_n=3)
         kwargs = {"preprocess_collapse_repeated": collapse, "merge_repeated": merge}
-        loss, grad = ctcop.ctc_loss_grad(case.inputs, case.sequence_mask, case.labels, **kwargs)
-        np.testing.assert_array_equal(loss, ctcop.ctc_loss(case.inputs, case.sequence_mask, case.labels, **kwargs))
+        loss, grad = ctcop.ctc_loss_grad(
+            case.inputs["inputs"], case.inputs["sequence_mask"], case.inputs["labels"], **kwargs
+        )
+        np.testing.assert_array_equal(
+            loss, ctcop.ctc_loss(case.inputs["inputs"], case.inputs["sequence_mask"], case.inputs["labels"], **kwargs)
+        )
         step = 1e-6
-        for index in np.ndindex(case.inputs.shape):
+        for index in np.ndindex(case.inputs["inputs"].shape):
             t, i, _ = index
             if not np.isfinite(loss[i]):
                 assert grad[index] == 0.0
                 continue
-            up, down = case.inputs.copy(), case.inputs.copy()
+            up, down = case.inputs["inputs"].copy(), case.inputs["inputs"].copy()
             up[index] += step
             down[index] -= step
             numeric = (
-                ctcop.ctc_loss(up, case.sequence_mask, case.labels, **kwargs)[i]
-                - ctcop.ctc_loss(down, case.sequence_mask, case.labels, **kwargs)[i]
+                ctcop.ctc_loss(up, case.inputs["sequence_mask"], case.inputs["labels"], **kwargs)[i]
+                - ctcop.ctc_loss(down, case.inputs["sequence_mask"], case.inputs["labels"], **kwargs)[i]
             ) / (2 * step)
             assert grad[index] == pytest.approx(numeric, abs=1e-7), index
-            if case.sequence_mask[t, i] == 0:
+            if case.inputs["sequence_mask"][t, i] == 0:
                 assert grad[index] == 0.0
             checked += 1
     assert checked > 200
@@ -220,14 +224,16 @@ def test_released_gradient_is_the_time_major_gradient_transposed(dtype: str) -> 
     rng = np.random.default_rng(8)
     for _ in range(20):
         case = random_case(rng, max_t=7, max_c=5, max_n=4)
-        inputs = case.inputs.astype(dtype)
-        keep = case.labels != -1
-        compact = np.take_along_axis(case.labels, np.argsort(~keep, axis=1, kind="stable"), axis=1)
+        inputs = case.inputs["inputs"].astype(dtype)
+        keep = case.inputs["labels"] != -1
+        compact = np.take_along_axis(case.inputs["labels"], np.argsort(~keep, axis=1, kind="stable"), axis=1)
         for merge in (True, False):
-            loss, grad = ctcop.ctc_loss_grad(inputs, case.sequence_mask, case.labels, merge_repeated=merge)
+            loss, grad = ctcop.ctc_loss_grad(
+                inputs, case.inputs["sequence_mask"], case.inputs["labels"], merge_repeated=merge
+            )
             released = openvino_ctc_loss_grad(
                 inputs.transpose(1, 0, 2),
-                case.sequence_mask.sum(axis=0),
+                case.inputs["sequence_mask"].sum(axis=0),
                 compact,
                 keep.sum(axis=1),
                 ctc_merge_repeated=merge,

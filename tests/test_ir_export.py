@@ -26,7 +26,7 @@ def test_random_cases_match_reference(runtime: str, dtype: str) -> None:
 
 
 @pytest.mark.parametrize("runtime", ["openvino-ir", "openvino-custom"])
-@pytest.mark.parametrize("case", edge_cases(), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", edge_cases(), ids=lambda c: c.id)
 def test_edge_cases_match_reference(runtime: str, case) -> None:
     for dtype in ("float32", "float64"):
         typed = case.astype(dtype)
@@ -39,7 +39,9 @@ def test_custom_op_is_the_reference_bit_for_bit() -> None:
     # CPU plugin around any op, this one included: defects D4/D5.)
     for case in edge_cases() + random_cases(seed=42, count=40):
         case = case.astype("float32")
-        expected = ctcop.ctc_loss(case.inputs, case.sequence_mask, case.labels, **case.attributes)
+        expected = ctcop.ctc_loss(
+            case.inputs["inputs"], case.inputs["sequence_mask"], case.inputs["labels"], **case.attributes
+        )
         np.testing.assert_array_equal(run("openvino-custom", case), expected)
 
 
@@ -84,9 +86,9 @@ def test_lowered_ir_runs_in_a_fresh_process_without_ctcop(tmp_path) -> None:
     for case in cases:
         arrays.update(
             {
-                f"{case.name}/inputs": case.inputs,
-                f"{case.name}/sequence_mask": case.sequence_mask.astype(np.int32),
-                f"{case.name}/labels": case.labels.astype(np.int64),
+                f"{case.id}/inputs": case.inputs["inputs"],
+                f"{case.id}/sequence_mask": case.inputs["sequence_mask"].astype(np.int32),
+                f"{case.id}/labels": case.inputs["labels"].astype(np.int64),
             }
         )
     np.savez(tmp_path / "cases.npz", **arrays)
@@ -103,7 +105,7 @@ def test_lowered_ir_runs_in_a_fresh_process_without_ctcop(tmp_path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     got = json.loads(result.stdout)
     for case in cases:
-        assert_runtime_matches("openvino-ir", np.array(got[case.name]), case)
+        assert_runtime_matches("openvino-ir", np.array(got[case.id]), case)
 
 
 @pytest.mark.parametrize("form", ["lowered", "custom"])
@@ -152,10 +154,10 @@ def test_custom_op_gives_nan_for_invalid_input_instead_of_failing() -> None:
     # Spec 11.5 / 12.3: the layer calls ctc_loss_or_nan, so a label that breaks rule 3.3 makes its
     # sample NaN (inference no longer fails with ctcop's message); the other samples keep their value.
     case = edge_cases()[0]
-    inputs = np.concatenate([case.inputs, case.inputs], axis=1)
-    mask = np.concatenate([case.sequence_mask, case.sequence_mask], axis=1)
-    labels = np.concatenate([np.full_like(case.labels, -1), case.labels])
+    inputs = np.concatenate([case.inputs["inputs"], case.inputs["inputs"]], axis=1)
+    mask = np.concatenate([case.inputs["sequence_mask"], case.inputs["sequence_mask"]], axis=1)
+    labels = np.concatenate([np.full_like(case.inputs["labels"], -1), case.inputs["labels"]])
     labels[0, 0] = 2
     got = RUNTIMES["openvino-custom"](inputs, mask, labels)
-    expected = ctcop.ctc_loss(case.inputs, case.sequence_mask, case.labels)
+    expected = ctcop.ctc_loss(case.inputs["inputs"], case.inputs["sequence_mask"], case.inputs["labels"])
     assert np.isnan(got[0]) and got[1] == pytest.approx(expected[0], rel=1e-6)

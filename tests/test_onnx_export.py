@@ -18,7 +18,7 @@ EXPORTED = ["onnxruntime", "onnx-reference", "openvino-onnx"]
 
 
 def reference(case) -> np.ndarray:
-    return ctcop.ctc_loss(case.inputs, case.sequence_mask, case.labels, **case.attributes)
+    return ctcop.ctc_loss(case.inputs["inputs"], case.inputs["sequence_mask"], case.inputs["labels"], **case.attributes)
 
 
 def test_model_is_valid_and_infers_loss_shape() -> None:
@@ -55,11 +55,11 @@ def test_random_cases_match_reference(runtime: str, dtype: str) -> None:
 
 def test_onnx_reference_evaluator_matches_reference() -> None:
     for case in random_cases(seed=32, count=16, max_t=6):
-        assert_close_to_reference(run("onnx-reference", case), reference(case), "float64", case.name)
+        assert_close_to_reference(run("onnx-reference", case), reference(case), "float64", case.id)
 
 
 @pytest.mark.parametrize("runtime", EXPORTED)
-@pytest.mark.parametrize("case", edge_cases(), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", edge_cases(), ids=lambda c: c.id)
 def test_edge_cases_match_reference(runtime: str, case) -> None:
     for dtype in ("float32", "float64"):
         typed = case.astype(dtype)
@@ -144,7 +144,7 @@ def test_openvino_float64_defects_are_still_there() -> None:
     assert got.dtype == np.float64
     error = abs(got[0] - reference(case)[0]) / reference(case)[0]
     assert 1e-12 < error < 1e-6
-    infeasible = next(c for c in edge_cases() if c.name == "infeasible_too_long")
+    infeasible = next(c for c in edge_cases() if c.id == "infeasible_too_long")
     saturated = run("openvino-onnx", infeasible)[1:]
     assert saturated[0] == saturated[1] and saturated[0] in SATURATED
     assert np.isinf(run("openvino-onnx", infeasible.astype("float32"))[1:]).all()
@@ -154,10 +154,14 @@ def test_openvino_float64_defects_are_still_there() -> None:
 def test_float16_and_integer_types(runtime: str) -> None:
     for case in random_cases(seed=33, count=20):
         case16 = case.astype("float16")
-        typed = (case16.inputs, case16.sequence_mask.astype(bool), case16.labels.astype(np.int32))
+        typed = (
+            case16.inputs["inputs"],
+            case16.inputs["sequence_mask"].astype(bool),
+            case16.inputs["labels"].astype(np.int32),
+        )
         got = RUNTIMES[runtime](*typed, **case16.attributes)
         assert got.dtype == np.float16
-        assert_close_to_reference(got, reference(case16), "float16", case.name)
+        assert_close_to_reference(got, reference(case16), "float16", case.id)
 
 
 def test_fixed_dims_and_opset_option() -> None:

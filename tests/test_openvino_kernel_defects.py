@@ -79,8 +79,10 @@ def test_d5_float64_outputs_saturate_infinity(hint: str) -> None:
     except RuntimeError:
         assert hint == "bf16" and "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
         return
-    infeasible = next(c for c in edge_cases() if c.name == "infeasible_too_long")
-    got = compiled([infeasible.inputs, infeasible.sequence_mask.astype(np.int32), infeasible.labels])[0]
+    infeasible = next(c for c in edge_cases() if c.id == "infeasible_too_long")
+    got = compiled(
+        [infeasible.inputs["inputs"], infeasible.inputs["sequence_mask"].astype(np.int32), infeasible.inputs["labels"]]
+    )[0]
     in_bfloat16 = compiled.get_property("INFERENCE_PRECISION_HINT") == openvino.Type.bf16
     assert in_bfloat16 == (hint == "bf16" and "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
     if reproduces("D5", got[1] != np.inf):

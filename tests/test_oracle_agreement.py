@@ -26,18 +26,20 @@ def test_random_cases_match_enumeration(collapse: bool, merge: bool) -> None:
     seen_inf = seen_empty = seen_zero_length = 0
     for _ in range(120):
         case = random_case(rng)
-        expected = time_major_loss(case.inputs, case.sequence_mask, case.labels, collapse, merge)
+        expected = time_major_loss(
+            case.inputs["inputs"], case.inputs["sequence_mask"], case.inputs["labels"], collapse, merge
+        )
         actual = ctcop.ctc_loss(
-            case.inputs,
-            case.sequence_mask,
-            case.labels,
+            case.inputs["inputs"],
+            case.inputs["sequence_mask"],
+            case.inputs["labels"],
             preprocess_collapse_repeated=collapse,
             merge_repeated=merge,
         )
         assert_matches(actual, expected)
         seen_inf += int(np.isinf(expected).sum())
-        seen_empty += int((case.labels == -1).all(axis=1).sum())
-        seen_zero_length += int((case.sequence_mask.sum(axis=0) == 0).sum())
+        seen_empty += int((case.inputs["labels"] == -1).all(axis=1).sum())
+        seen_zero_length += int((case.inputs["sequence_mask"].sum(axis=0) == 0).sum())
     assert seen_inf > 10 and seen_empty > 10 and seen_zero_length > 10
 
 
@@ -85,12 +87,12 @@ def test_openvino_unique_keeps_first_occurrences_in_order() -> None:
 def test_time_major_and_openvino_forms_agree() -> None:
     rng = np.random.default_rng(3)
     case = random_case(rng, max_t=6, max_c=5, max_n=4)
-    while case.inputs.shape[2] < 2:
+    while case.inputs["inputs"].shape[2] < 2:
         case = random_case(rng, max_t=6, max_c=5, max_n=4)
-    lengths = case.sequence_mask.sum(axis=0)
-    keep = case.labels != -1
+    lengths = case.inputs["sequence_mask"].sum(axis=0)
+    keep = case.inputs["labels"] != -1
     order = np.argsort(~keep, axis=1, kind="stable")
-    compact = np.take_along_axis(case.labels, order, axis=1)
-    expected = ctcop.ctc_loss(case.inputs, case.sequence_mask, case.labels)
-    actual = ctcop.openvino_ctc_loss(case.inputs.transpose(1, 0, 2), lengths, compact, keep.sum(axis=1))
+    compact = np.take_along_axis(case.inputs["labels"], order, axis=1)
+    expected = ctcop.ctc_loss(case.inputs["inputs"], case.inputs["sequence_mask"], case.inputs["labels"])
+    actual = ctcop.openvino_ctc_loss(case.inputs["inputs"].transpose(1, 0, 2), lengths, compact, keep.sum(axis=1))
     np.testing.assert_array_equal(actual, expected)

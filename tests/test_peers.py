@@ -21,6 +21,7 @@ import pytest
 from registered import reproduces
 
 from ctcop.conformance import corpus, verdict
+from ctcop.conformance.case import Case
 from ctcop.conformance.peers import PEERS
 from ctcop.conformance.peers.tf_ctc import sparse_targets
 from ctcop.conformance.protocol import Outcome, Unsupported
@@ -30,11 +31,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = corpus.default_root()
 
 
-def case(case_id: str) -> corpus.CorpusCase:
+def case(case_id: str) -> Case:
     return corpus.load(corpus.case_folder(ROOT, case_id))
 
 
-def run(name: str, case_id: str) -> tuple[corpus.CorpusCase, Outcome]:
+def run(name: str, case_id: str) -> tuple[Case, Outcome]:
     chosen = case(case_id)
     return chosen, PEERS[name].run(chosen)
 

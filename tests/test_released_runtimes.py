@@ -17,6 +17,7 @@ from runtime_check import assert_case_matches
 import ctcop
 from ctcop.attributes import Attributes
 from ctcop.conformance import corpus
+from ctcop.conformance.case import Case
 from ctcop.conformance.protocol import Outcome, Unsupported, outcome
 from ctcop.conformance.runtimes import RUNTIMES
 from ctcop.onnx import released_model
@@ -109,16 +110,9 @@ def test_every_runtime_is_available_here() -> None:
 # -- the raw kernel gets the case's own inputs -------------------------------------------------
 
 
-def released_case(inputs: dict[str, np.ndarray], **attributes: bool) -> corpus.CorpusCase:
-    """A released case over in-memory arrays (the runtimes read ``form``, ``attributes``,
-    ``inputs`` and the manifest's input types)."""
-    chosen = Attributes.of(attributes, form_name="openvino")
-    manifest = {"inputs": [{"name": name, "dtype": value.dtype.name} for name, value in inputs.items()]}
-    case = corpus.CorpusCase(
-        "released/probe", "released", chosen, (), "float32", None, "value", None, None, manifest, Path(".")
-    )
-    case.__dict__["inputs"] = inputs  # the slot of the cached property
-    return case
+def released_case(inputs: dict[str, np.ndarray], **attributes: bool) -> Case:
+    """A released case over in-memory arrays."""
+    return Case("released/probe", "released", inputs, Attributes.of(attributes, form_name="openvino"))
 
 
 def probe_inputs(blank: int | None) -> dict[str, np.ndarray]:

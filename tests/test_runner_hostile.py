@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from ctcop.conformance import corpus, expected, registry, report, runner, shard, verdict
+from ctcop.conformance.case import Case
 from ctcop.conformance.result import Result
 
 HERE = Path(__file__).parent
@@ -28,7 +29,7 @@ RANDOM = "spec/random_1*/float32"  # 10 cases whose labels are padded with -1
 HANG_S = 300
 
 
-def fresh_case(case_id: str) -> corpus.CorpusCase:
+def fresh_case(case_id: str) -> Case:
     return corpus.load(corpus.case_folder(corpus.default_root(), case_id))
 
 

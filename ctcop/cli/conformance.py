@@ -17,7 +17,7 @@ from .output import show
 from .signals import Interrupted, interruption
 
 if TYPE_CHECKING:
-    from ..conformance.corpus import CorpusCase
+    from ..conformance.case import Case
     from ..conformance.expected import Expected
     from ..conformance.result import Result
     from ..conformance.runner import Settings
@@ -132,7 +132,7 @@ def _plan(args: argparse.Namespace, expected_failures: list[Expected]) -> Plan:
         raise InvalidInputError(error.option, str(error)) from None
 
 
-def _selected_cases(args: argparse.Namespace) -> list[CorpusCase]:
+def _selected_cases(args: argparse.Namespace) -> list[Case]:
     from ..conformance import suite
 
     try:
@@ -163,7 +163,7 @@ def _write(args: argparse.Namespace, writer: str) -> int:
 def print_report(
     runtimes: Sequence[Mapping[str, Any]],
     results: Sequence[Result],
-    cases: Mapping[str, CorpusCase],
+    cases: Mapping[str, Case],
     head: str,
     details: int | None,
 ) -> None:

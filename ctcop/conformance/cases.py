@@ -1,36 +1,17 @@
-"""CTCLoss-4 test cases as data: the worked examples of spec section 9, the named edge cases of
-section 4.4 and seeded random cases.
-
-A :class:`Case` holds exactly what a runtime consumes (the three inputs and the attributes), so
-the tests and the conformance runner feed the same data to every runtime.
+"""Spec-form cases as data: the worked examples of spec section 9, the named edge cases of
+section 4.4 and seeded random cases, each a :class:`~.case.Case` holding exactly what a runtime
+consumes (the three inputs and the attributes), so the tests and the corpus feed the same data to
+every runtime.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
-from ..attributes import Attributes
 from ..examples import worked_examples
-
-
-@dataclass(frozen=True)
-class Case:
-    """One input of the time-major op with its attributes."""
-
-    name: str
-    inputs: np.ndarray
-    sequence_mask: np.ndarray
-    labels: np.ndarray
-    attributes: Attributes = field(default_factory=Attributes.of)
-
-    def astype(self, dtype: str) -> Case:
-        return replace(self, inputs=self.inputs.astype(dtype))
-
-    def with_attributes(self, **attributes: bool) -> Case:
-        changed = self.attributes.replace(**attributes)
-        return replace(self, name=f"{self.name}[{changed.label()}]", attributes=changed)
+from .case import Case
 
 
 def _mask(frames: int, lengths: list[int]) -> np.ndarray:
@@ -58,7 +39,7 @@ def random_case(rng: np.random.Generator, max_t: int = 5, max_c: int = 4, max_n:
     mask = _mask(t, list(rng.integers(0, t + 1, size=n)))
     labels = rng.integers(0, max(c - 1, 1), size=(n, t)) if c > 1 else np.full((n, t), -1)
     pads = rng.random(size=(n, t)) < rng.uniform(0.2, 0.9)
-    return Case(f"random_t{t}_n{n}_c{c}", inputs, mask, np.where(pads, -1, labels).astype(np.int64))
+    return Case.spec(f"random_t{t}_n{n}_c{c}", inputs, mask, np.where(pads, -1, labels).astype(np.int64))
 
 
 def random_cases(seed: int, count: int, max_t: int = 12, max_c: int = 8, max_n: int = 4) -> list[Case]:
@@ -68,7 +49,7 @@ def random_cases(seed: int, count: int, max_t: int = 12, max_c: int = 8, max_n: 
     for k in range(count):
         case = random_case(rng, max_t, max_c, max_n)
         out.append(
-            replace(case, name=f"{case.name}_{seed}_{k}").with_attributes(
+            replace(case, id=f"{case.id}_{seed}_{k}").with_attributes(
                 preprocess_collapse_repeated=bool(k & 1), merge_repeated=not k & 2
             )
         )
@@ -84,45 +65,45 @@ def edge_cases() -> list[Case]:
     nan_masked[4:, 1] = np.nan
     inf_active = base.copy()
     inf_active[1, 2, 3] = np.inf
-    examples = [Case(e.name, e.inputs, e.sequence_mask, e.labels, e.attributes) for e in worked_examples()]
+    examples = [Case.spec(e.name, e.inputs, e.sequence_mask, e.labels, e.attributes) for e in worked_examples()]
     cases = [
         *examples,
-        Case("empty_targets", base, _mask(6, mixed), _labels([[], [], []], 6)),
-        Case(
+        Case.spec("empty_targets", base, _mask(6, mixed), _labels([[], [], []], 6)),
+        Case.spec(
             "interior_pads",
             base,
             _mask(6, mixed),
             np.array([[-1, 0, -1, 1, -1, 2], [3, -1, -1, 3, -1, -1], [-1, -1, -1, -1, -1, 1]]),
         ),
-        Case(
+        Case.spec(
             "infeasible_too_long",
             base,
             _mask(6, mixed),
             _labels([[0, 1, 2, 3, 0, 1], [0, 1, 2, 3, 0], [1, 2, 3]], 6),
         ),
-        Case("infeasible_repeats", base, _mask(6, [6, 3, 2]), _labels([[1, 1, 1, 1], [2, 2], [0, 0]], 6)),
-        Case("exactly_feasible", base, _mask(6, [6, 3, 2]), _labels([[1, 1, 1], [2, 3, 0], [0, 1]], 6)),
-        Case("zero_length_sequences", base, _mask(6, [0, 0, 6]), _labels([[], [2], [1, 2]], 6)),
-        Case("single_class", rng.normal(size=(4, 2, 1)), _mask(4, [4, 1]), _labels([[], []], 4)),
-        Case("two_classes", rng.normal(size=(5, 2, 2)), _mask(5, [5, 3]), _labels([[0, 0], [0]], 5)),
-        Case("logits_1e4", np.round(base * 1e4), _mask(6, mixed), _labels([[0, 1], [2, 2], [3]], 6)),
-        Case("shift_plus_1e4", base + 1e4, _mask(6, mixed), _labels([[0, 1], [2, 2], [3]], 6)),
-        Case("shift_minus_3e5", base - 3e5, _mask(6, mixed), _labels([[0, 1], [2, 2], [3]], 6)),
-        Case("nan_in_masked_frames", nan_masked, _mask(6, mixed), _labels([[0, 1], [2], [3]], 6)),
-        Case("inf_in_active_frame", inf_active, _mask(6, mixed), _labels([[0, 1], [2], [3]], 6)),
-        Case(
+        Case.spec("infeasible_repeats", base, _mask(6, [6, 3, 2]), _labels([[1, 1, 1, 1], [2, 2], [0, 0]], 6)),
+        Case.spec("exactly_feasible", base, _mask(6, [6, 3, 2]), _labels([[1, 1, 1], [2, 3, 0], [0, 1]], 6)),
+        Case.spec("zero_length_sequences", base, _mask(6, [0, 0, 6]), _labels([[], [2], [1, 2]], 6)),
+        Case.spec("single_class", rng.normal(size=(4, 2, 1)), _mask(4, [4, 1]), _labels([[], []], 4)),
+        Case.spec("two_classes", rng.normal(size=(5, 2, 2)), _mask(5, [5, 3]), _labels([[0, 0], [0]], 5)),
+        Case.spec("logits_1e4", np.round(base * 1e4), _mask(6, mixed), _labels([[0, 1], [2, 2], [3]], 6)),
+        Case.spec("shift_plus_1e4", base + 1e4, _mask(6, mixed), _labels([[0, 1], [2, 2], [3]], 6)),
+        Case.spec("shift_minus_3e5", base - 3e5, _mask(6, mixed), _labels([[0, 1], [2, 2], [3]], 6)),
+        Case.spec("nan_in_masked_frames", nan_masked, _mask(6, mixed), _labels([[0, 1], [2], [3]], 6)),
+        Case.spec("inf_in_active_frame", inf_active, _mask(6, mixed), _labels([[0, 1], [2], [3]], 6)),
+        Case.spec(
             "long_sequence",
             rng.normal(size=(150, 2, 28)) * 3,
             _mask(150, [150, 97]),
             _labels([list(rng.integers(0, 27, 40)), list(rng.integers(0, 27, 20))], 150),
         ),
-        Case("empty_batch", np.zeros((4, 0, 3)), np.zeros((4, 0), np.int32), np.zeros((0, 4), np.int64)),
-        Case("no_frames", np.zeros((0, 2, 3)), np.zeros((0, 2), np.int32), np.zeros((2, 0), np.int64)),
+        Case.spec("empty_batch", np.zeros((4, 0, 3)), np.zeros((4, 0), np.int32), np.zeros((0, 4), np.int64)),
+        Case.spec("no_frames", np.zeros((0, 2, 3)), np.zeros((0, 2), np.int32), np.zeros((2, 0), np.int64)),
     ]
     variants = [
         case.with_attributes(preprocess_collapse_repeated=collapse, merge_repeated=merge)
         for case in cases
-        if case.name in ("interior_pads", "infeasible_repeats", "exactly_feasible", "two_classes")
+        if case.id in ("interior_pads", "infeasible_repeats", "exactly_feasible", "two_classes")
         for collapse, merge in ((True, True), (False, False), (True, False))
     ]
     return cases + variants

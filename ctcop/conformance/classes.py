@@ -24,7 +24,7 @@ from .. import defect_rules
 from .result import Result
 
 if TYPE_CHECKING:
-    from .corpus import CorpusCase
+    from .case import Case
 
 UNCLASSIFIED = ("pass", "skip", "xfail")
 
@@ -47,15 +47,15 @@ class Facts:
         return self.inputs is not None and predicate(self.inputs, failure) is not None
 
 
-def _logits_shape(case: CorpusCase) -> list[int]:
+def _logits_shape(case: Case) -> list[int]:
     generator = case.generator
     if generator is not None:
         return [int(generator[k]) for k in ("T", "N", "C")]
-    entries = case.manifest.get("inputs") or [{"shape": []}]
+    entries = case.declared() or [{"shape": []}]
     return [int(s) for s in entries[0]["shape"]]
 
 
-def facts(case: CorpusCase) -> Facts:
+def facts(case: Case) -> Facts:
     shape = _logits_shape(case)
     elements = int(np.prod(shape)) if shape else 0
     dtype, infeasible = case.tolerance or "?", "infeasible" in case.tags
@@ -196,7 +196,7 @@ class Group:
     elements: int
 
 
-def group(results: Sequence[Result], cases: Mapping[str, CorpusCase]) -> list[Group]:
+def group(results: Sequence[Result], cases: Mapping[str, Case]) -> list[Group]:
     """The classes met, per runtime in the results' order, most cases first."""
     known: dict[str, Facts] = {}
     groups: dict[tuple[str, str], Group] = {}

@@ -40,26 +40,21 @@ floor(T / 10)`` frames (a prefix mask, int32) and ``L_n = L - (n mod 3) floor(L 
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import fnmatch
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..attributes import Attributes
-from ..reference import ctc_loss, ctc_loss_grad, openvino_ctc_loss, openvino_ctc_loss_grad
+from .case import ATTRIBUTE_FORMS, Case, LazyArrays
 
 FORMAT = "ctcop-corpus-1"
 MANIFEST = "case.json"
 INDEX = "index.json"
-FORMS = {"spec": "time_major", "released": "openvino"}
 BFLOAT16_STORAGE = "uint16 bits"
 SCALE_TAG = "scale"
 WIDTH = 100  # a list of scalars longer than this in JSON gets one item per line
@@ -160,90 +155,16 @@ def read_array(folder: Path, entry: Mapping[str, Any]) -> np.ndarray:
     return restored
 
 
-def reference_loss(form: str, inputs: Mapping[str, np.ndarray], attributes: Mapping[str, bool]) -> np.ndarray:
-    """The reference loss [N] of a case of ``form`` ("spec" or "released")."""
-    if form == "spec":
-        return ctc_loss(inputs["inputs"], inputs["sequence_mask"], inputs["labels"], **attributes)
-    x = inputs
-    return openvino_ctc_loss(
-        x["logits"], x["logit_length"], x["labels"], x["label_length"], x.get("blank_index"), **attributes
-    )
+def _stored_arrays(folder: Path, entries: Sequence[Mapping[str, Any]], writeable: bool) -> LazyArrays:
+    """The arrays of ``entries`` in ``folder``, read when first used (read-only unless ``writeable``)."""
 
+    def load() -> dict[str, np.ndarray]:
+        arrays = {entry["name"]: read_array(folder, entry) for entry in entries}
+        for array in arrays.values():
+            array.flags.writeable = writeable
+        return arrays
 
-def reference_grad(form: str, inputs: Mapping[str, np.ndarray], attributes: Mapping[str, bool]) -> np.ndarray:
-    """The reference gradient: [T, N, C] for the spec form (``ctcop.ctc_loss_grad``), the gradient
-    with respect to ``logits`` [N, T, C] for the released form (``openvino_ctc_loss_grad``)."""
-    if form == "spec":
-        return ctc_loss_grad(inputs["inputs"], inputs["sequence_mask"], inputs["labels"], **attributes)[1]
-    x = inputs
-    return openvino_ctc_loss_grad(
-        x["logits"], x["logit_length"], x["labels"], x["label_length"], x.get("blank_index"), **attributes
-    )[1]
-
-
-@dataclass(frozen=True)
-class CorpusCase:
-    """One case of the corpus, read from its folder; arrays are read (or drawn) when first used."""
-
-    id: str
-    form: str
-    attributes: Attributes
-    tags: tuple[str, ...]
-    tolerance: str | None
-    provenance: str | None
-    expect: str
-    rule: str | None
-    error: str | None
-    manifest: Mapping[str, Any] = field(repr=False)
-    folder: Path = field(repr=False)
-
-    @property
-    def generator(self) -> Mapping[str, Any] | None:
-        generator: Mapping[str, Any] | None = self.manifest.get("generator")
-        return generator
-
-    @cached_property
-    def inputs(self) -> dict[str, np.ndarray]:
-        """Input name -> array, in the schema's port order."""
-        if self.generator is not None:
-            return materialize(self.generator)
-        return {entry["name"]: read_array(self.folder, entry) for entry in self.manifest["inputs"]}
-
-    def handed(self) -> CorpusCase:
-        """This case as a runtime receives it (spec section 10): the same fields, and inputs that
-        are fresh read-only copies in a fresh dict. Whatever a runtime does to what it is handed
-        (an in-place write raises numpy's ``ValueError``) leaves this case, and so every later
-        evaluation, unchanged."""
-        fresh = dataclasses.replace(self, manifest=copy.deepcopy(dict(self.manifest)))
-        arrays = {}
-        for name, array in self.inputs.items():
-            private = np.array(array, copy=True)
-            private.flags.writeable = False
-            arrays[name] = private
-        vars(fresh)["inputs"] = arrays  # the cached_property's slot: never read again from files
-        return fresh
-
-    def _expected(
-        self, name: str, compute: Callable[[str, Mapping[str, np.ndarray], Attributes], np.ndarray]
-    ) -> np.ndarray | None:
-        """The expected output ``name`` ("loss" or "grad"): stored, or computed by ``compute`` for a
-        generated case; None for a case that must be rejected."""
-        if self.expect != "value":
-            return None
-        if self.generator is not None:
-            return compute(self.form, self.inputs, self.attributes)
-        entry = self.manifest["expected"].get(name)
-        return None if entry is None else read_array(self.folder, entry)
-
-    @cached_property
-    def expected_loss(self) -> np.ndarray | None:
-        """The expected loss [N] (None for a case that must be rejected)."""
-        return self._expected("loss", reference_loss)
-
-    @cached_property
-    def expected_grad(self) -> np.ndarray | None:
-        """The expected gradient (see :func:`reference_grad`; None for a case that must be rejected)."""
-        return self._expected("grad", reference_grad)
+    return LazyArrays(entries, load)
 
 
 def case_folder(root: Path, case_id: str) -> Path:
@@ -252,23 +173,43 @@ def case_folder(root: Path, case_id: str) -> Path:
     return root.joinpath(*case_id.split("/"))
 
 
-def load(folder: Path | str) -> CorpusCase:
-    """The case whose ``case.json`` is in ``folder``."""
-    path = Path(folder)
-    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+def read_manifest(folder: Path | str) -> dict[str, Any]:
+    """The manifest (``case.json``) in ``folder``, its format checked."""
+    path = Path(folder) / MANIFEST
+    manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     if manifest.get("format") != FORMAT:
-        raise ValueError(f"{path / MANIFEST}: format {manifest.get('format')!r}, expected {FORMAT!r}")
-    return CorpusCase(
+        raise ValueError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+    return manifest
+
+
+def load(folder: Path | str) -> Case:
+    """The case whose ``case.json`` is in ``folder``: its inputs are read (or drawn) when first
+    used, its expected values are the stored ones (a scale case's are the reference's)."""
+    path = Path(folder)
+    manifest = read_manifest(path)
+    generator = manifest.get("generator")
+    if generator is not None:
+        inputs = LazyArrays(manifest["inputs"], lambda: materialize(generator))
+        expected = None
+    else:
+        inputs = _stored_arrays(path, manifest["inputs"], writeable=True)
+        stored = [{"name": name, **entry} for name, entry in manifest.get("expected", {}).items()]
+        expected = _stored_arrays(path, stored, writeable=False)
+    return Case(
         id=manifest["id"],
         form=manifest["form"],
-        attributes=Attributes.of(manifest["attributes"], form_name=FORMS[manifest["form"]]),
+        inputs=inputs,
+        attributes=Attributes.of(manifest["attributes"], form_name=ATTRIBUTE_FORMS[manifest["form"]]),
         tags=tuple(manifest["tags"]),
-        tolerance=manifest.get("tolerance"),
-        provenance=manifest.get("provenance"),
+        description=manifest.get("description", ""),
         expect=manifest["expect"],
         rule=manifest.get("rule"),
         error=manifest.get("error"),
-        manifest=manifest,
+        provenance=manifest.get("provenance"),
+        brute_force_paths=manifest.get("brute_force_paths"),
+        hand_worked=manifest.get("hand_worked"),
+        generator=generator,
+        expected=expected,
         folder=path,
     )
 
@@ -282,7 +223,7 @@ def list_ids(root: Path | str | None = None) -> list[str]:
     return sorted(index["cases"])
 
 
-def load_all(root: Path | str | None = None) -> list[CorpusCase]:
+def load_all(root: Path | str | None = None) -> list[Case]:
     """Every case of the corpus at ``root`` (the package's by default), sorted by id."""
     base = default_root() if root is None else Path(root)
     cases = []
@@ -294,11 +235,11 @@ def load_all(root: Path | str | None = None) -> list[CorpusCase]:
     return cases
 
 
-def _matches(case: CorpusCase, pattern: str) -> bool:
+def _matches(case: Case, pattern: str) -> bool:
     return pattern in case.tags or fnmatch.fnmatchcase(case.id, pattern)
 
 
-def select(cases: Iterable[CorpusCase], patterns: Sequence[str] | None = None) -> list[CorpusCase]:
+def select(cases: Iterable[Case], patterns: Sequence[str] | None = None) -> list[Case]:
     """The cases matching any of ``patterns`` (a pattern is a tag or a glob over ids), in order.
 
     No patterns: every case but the ``scale`` ones. A ``scale`` case is selected only by a
@@ -349,9 +290,9 @@ def generated_lengths(generator: Mapping[str, Any]) -> tuple[np.ndarray, np.ndar
     return frames - (samples % 4) * (frames // 10), targets - (samples % 3) * (targets // 10)
 
 
-def materialize(generator: Mapping[str, Any] | CorpusCase) -> dict[str, np.ndarray]:
+def materialize(generator: Mapping[str, Any] | Case) -> dict[str, np.ndarray]:
     """The inputs of a generated case (see the module docstring for the recipe), deterministic."""
-    recipe = generator.generator if isinstance(generator, CorpusCase) else generator
+    recipe = generator.generator if isinstance(generator, Case) else generator
     if recipe is None or recipe.get("recipe") != "splitmix64-v1":
         raise ValueError(f"unknown generator {recipe!r}")
     frames, n, classes, seed = (int(recipe[k]) for k in ("T", "N", "C", "seed"))

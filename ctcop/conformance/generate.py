@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..tolerance import compare
 from . import bruteforce
+from .case import FLOAT_TYPES, Case, reference_grad, reference_loss
 from .corpus import (
     BFLOAT16_STORAGE,
     FORMAT,
@@ -45,12 +46,10 @@ from .corpus import (
     describe,
     float_dtype,
     generated_entries,
-    reference_grad,
-    reference_loss,
     save,
     save_index,
 )
-from .groups import FLOAT_TYPES, Draft, all_drafts
+from .groups import all_drafts
 
 # One ulp at 1.0 and the smallest subnormal, per float type (the brute-force comparison's bounds).
 EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
@@ -64,17 +63,17 @@ NOISE_RTOL = 1e-13
 GRAD_NOISE = 1e-12
 
 
-def _logits(draft: Draft) -> np.ndarray:
+def _logits(draft: Case) -> np.ndarray:
     return draft.inputs["inputs" if draft.form == "spec" else "logits"]
 
 
-def _frames(draft: Draft) -> list[int]:
+def _frames(draft: Case) -> list[int]:
     if draft.form == "spec":
         return [int(v) for v in draft.inputs["sequence_mask"].astype(np.int64).sum(axis=0)]
     return [int(v) for v in draft.inputs["logit_length"]]
 
 
-def enumerated(draft: Draft) -> tuple[np.ndarray, np.ndarray]:
+def enumerated(draft: Case) -> tuple[np.ndarray, np.ndarray]:
     """Loss and gradient of a valid case by brute force (float64)."""
     x, attributes = draft.inputs, draft.attributes
     if draft.form == "spec":
@@ -106,7 +105,7 @@ def agrees(got: np.ndarray, exact: np.ndarray, dtype: str, atol: float) -> bool:
     return bool(np.all(np.where(special, same, close)))
 
 
-def verify(draft: Draft, loss: np.ndarray, grad: np.ndarray) -> dict[str, Any]:
+def verify(draft: Case, loss: np.ndarray, grad: np.ndarray) -> dict[str, Any]:
     """Provenance fields of a valid case, after checking the reference against brute force (when
     small enough) and the hand-worked value (worked examples)."""
     dtype = _logits(draft).dtype.name
@@ -125,7 +124,7 @@ def verify(draft: Draft, loss: np.ndarray, grad: np.ndarray) -> dict[str, Any]:
     return fields
 
 
-def _base_manifest(draft: Draft, entries: list[dict[str, Any]]) -> dict[str, Any]:
+def _base_manifest(draft: Case, entries: list[dict[str, Any]]) -> dict[str, Any]:
     dtype = next(entry["dtype"] for entry in entries if entry["name"] in ("inputs", "logits"))
     return {
         "format": FORMAT,
@@ -139,7 +138,7 @@ def _base_manifest(draft: Draft, entries: list[dict[str, Any]]) -> dict[str, Any
     }
 
 
-def _rejected(draft: Draft) -> str:
+def _rejected(draft: Case) -> str:
     """The message ctcop gives for an invalid case (which must name its rule)."""
     try:
         reference_loss(draft.form, draft.inputs, draft.attributes)
@@ -151,7 +150,7 @@ def _rejected(draft: Draft) -> str:
     raise RuntimeError(f"{draft.id}: ctcop accepts this input")
 
 
-def build(draft: Draft) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def build(draft: Case) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The manifest and the arrays (file name -> array) of one case."""
     if draft.generator is not None:
         manifest = _base_manifest(draft, generated_entries(draft.generator))
@@ -183,7 +182,7 @@ def _clear(root: Path) -> None:
     shutil.rmtree(root)
 
 
-def write(root: Path, drafts: Sequence[Draft] | None = None) -> dict[str, Any]:
+def write(root: Path, drafts: Sequence[Case] | None = None) -> dict[str, Any]:
     """Generate the corpus into ``root``; returns the index's facts (ids, counts)."""
     chosen = list(all_drafts() if drafts is None else drafts)
     _clear(root)

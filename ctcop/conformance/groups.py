@@ -1,4 +1,5 @@
-"""The case groups of the corpus, as drafts (inputs and attributes, before any expected value).
+"""The case groups of the corpus, as :class:`~.case.Case` drafts (inputs and attributes; the
+generator computes and checks their expected values).
 
 Spec form (``spec/<name>/<float type>``): the worked examples of spec 9 ("worked"), the edge cases
 of 4.4 with their attribute variants ("edge"), 60 seeded random cases with up to 8 classes
@@ -23,17 +24,18 @@ warp-ctc's benchmark shapes and T = 1000, drawn from a recipe (:func:`corpus.mat
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..attributes import Attributes
 from ..examples import worked_examples
-from .cases import Case, edge_cases, random_cases
-from .corpus import SCALE_TAG, float_dtype
+from .case import ATTRIBUTE_FORMS, FLOAT_TYPES, Case, LazyArrays
+from .cases import edge_cases, random_cases
+from .corpus import SCALE_TAG, float_dtype, generated_entries, materialize
 
-FLOAT_TYPES = ("float16", "bfloat16", "float32", "float64")
 WIDE_TYPES = ("float32", "float64")
 RELEASED_TYPES: tuple[tuple[str, str], ...] = (
     ("int32", "float32"),
@@ -44,22 +46,6 @@ RELEASED_TYPES: tuple[tuple[str, str], ...] = (
 )
 # float16 and bfloat16 take the first few cases of the random groups (the file count stays small).
 NARROW_RANDOM = {"random": 8, "many_classes": 2}
-
-
-@dataclass(frozen=True)
-class Draft:
-    """A case before its expected values: what the generator turns into a folder."""
-
-    id: str
-    form: str
-    inputs: dict[str, np.ndarray]
-    attributes: Attributes
-    tags: tuple[str, ...]
-    description: str
-    expect: str = "value"
-    rule: str | None = None
-    hand_worked: dict[str, Any] | None = None
-    generator: dict[str, Any] | None = field(default=None)
 
 
 def flag_suffix(attributes: Attributes) -> str:
@@ -86,19 +72,25 @@ def rounded(values: np.ndarray, dtype: str) -> np.ndarray | None:
 # -- spec form -----------------------------------------------------------------------------------
 
 
-def _spec_draft(case: Case, name: str, group: str, dtype: str, description: str) -> Draft | None:
-    inputs = rounded(case.inputs, dtype)
-    if inputs is None:
+def _draft(case: Case, path: str, dtype: str, tags: tuple[str, ...], description: str) -> Case | None:
+    """``case`` as the corpus case ``<form>/<path>/<dtype>``: its logits rounded to ``dtype`` (None
+    when a finite one would overflow it), tagged with its form, ``tags``, ``dtype`` and its flags."""
+    logits = rounded(case.inputs[case.logits_name], dtype)
+    if logits is None:
         return None
-    flags = flag_suffix(case.attributes)
-    return Draft(
-        id=f"spec/{name}{flags if group != 'worked' else ''}/{dtype}",
-        form="spec",
-        inputs={"inputs": inputs, "sequence_mask": case.sequence_mask, "labels": case.labels},
-        attributes=case.attributes,
-        tags=("spec", group, dtype, *flags.split("_")[1:]),
+    flags = flag_suffix(case.attributes).split("_")[1:]
+    return replace(
+        case,
+        id=f"{case.form}/{path}/{dtype}",
+        inputs={**case.inputs, case.logits_name: logits},
+        tags=(case.form, *tags, dtype, *flags),
         description=description,
     )
+
+
+def _spec_draft(case: Case, name: str, group: str, dtype: str, description: str) -> Case | None:
+    path = name if group == "worked" else name + flag_suffix(case.attributes)
+    return _draft(case, path, dtype, (group,), description)
 
 
 def _spec_sources() -> list[tuple[str, str, Case, str]]:
@@ -106,17 +98,17 @@ def _spec_sources() -> list[tuple[str, str, Case, str]]:
     worked = {example.name for example in worked_examples()}
     sources = []
     for case in edge_cases():
-        base = case.name.split("[")[0]
+        base = case.id.split("[")[0]
         group = "worked" if base in worked else "edge"
-        sources.append((group, base, case, f"cases.edge_cases(): {case.name}"))
+        sources.append((group, base, case, f"cases.edge_cases(): {case.id}"))
     for group, seed, count, max_c in (("random", 2026, 60, 8), ("many_classes", 2027, 8, 300)):
         for k, case in enumerate(random_cases(seed=seed, count=count, max_c=max_c)):
             call = f"cases.random_cases(seed={seed}, count={count}, max_c={max_c})[{k}]"
-            sources.append((group, f"{group}_{k:02d}", case, f"{call}: {case.name}"))
+            sources.append((group, f"{group}_{k:02d}", case, f"{call}: {case.id}"))
     return sources
 
 
-def spec_drafts() -> list[Draft]:
+def spec_drafts() -> list[Case]:
     """The spec-form groups: worked, edge, random, many_classes."""
     hand = {example.name: example for example in worked_examples()}
     drafts = []
@@ -142,24 +134,30 @@ def spec_drafts() -> list[Draft]:
 Rows = list[list[int]]
 
 
-@dataclass(frozen=True)
-class Released:
-    """A released-form case in float64 logits and Python integers. ``labels`` gives the rows for
-    an index type (the junk case puts the type's extremes after the targets)."""
-
-    name: str
-    group: str
-    logits: np.ndarray
-    logit_length: list[int]
-    labels: Callable[[str], Rows]
-    label_length: list[int]
-    description: str
-    blank_index: int | None = None
-    attributes: dict[str, bool] = field(default_factory=dict)
-
-
-def _fixed(rows: Rows) -> Callable[[str], Rows]:
-    return lambda _: rows
+def _released(
+    name: str,
+    group: str,
+    description: str,
+    logits: np.ndarray,
+    lengths: tuple[list[int], Rows, list[int]],
+    index_type: str,
+    blank_index: int | None = None,
+    flags: dict[str, bool] | None = None,
+) -> Case:
+    """A released-form case (tag ``group``) in float64 logits; ``lengths`` are ``logit_length``,
+    the label rows and ``label_length``, written in ``index_type``."""
+    logit_length, rows, label_length = lengths
+    n, frames = logits.shape[:2]
+    inputs = {
+        "logits": logits,
+        "logit_length": np.array(logit_length, dtype=index_type).reshape(n),
+        "labels": np.array(rows, dtype=index_type).reshape(n, frames),
+        "label_length": np.array(label_length, dtype=index_type).reshape(n),
+    }
+    if blank_index is not None:
+        inputs["blank_index"] = np.array(blank_index, dtype=index_type)
+    attributes = Attributes.of(flags or {}, form_name="openvino")
+    return Case(name, "released", inputs, attributes, tags=(group,), description=description)
 
 
 def _rows(rng: np.random.Generator, frames: int, classes: int, blank: int, lengths: list[int]) -> Rows:
@@ -172,7 +170,7 @@ def _rows(rng: np.random.Generator, frames: int, classes: int, blank: int, lengt
     return rows
 
 
-def _blank_cases() -> list[Released]:
+def _blank_cases(index_type: str) -> list[Case]:
     """The same logits with the blank absent (C-1), first, in the middle and last."""
     logits = np.random.default_rng(4001).normal(size=(3, 5, 5)) * 2.0
     out = []
@@ -180,17 +178,19 @@ def _blank_cases() -> list[Released]:
         rows = _rows(np.random.default_rng(4002), 5, 5, 4 if blank is None else blank, [2, 3, 0])
         where = "absent (C-1)" if blank is None else str(blank)
         description = f"blank_index {where}; junk (blank included) after label_length"
-        out.append(Released(name, "blank", logits, [5, 4, 2], _fixed(rows), [2, 3, 0], description, blank))
+        out.append(_released(name, "blank", description, logits, ([5, 4, 2], rows, [2, 3, 0]), index_type, blank))
     return out
 
 
-def _flag_cases() -> list[Released]:
+def _flag_cases(index_type: str) -> list[Case]:
     """``unique`` over runs and interleavings, and the 8 attribute combinations on one batch."""
     logits = np.random.default_rng(4003).normal(size=(4, 6, 4)) * 2.0
     unique_rows = [[2, 0, 2, 1, 0, 9], [1, 1, 1, 0, 0, 0], [0, 1, 0, 1, 0, 1], [2, 2, 0, 0, 2, 1]]
     description = "unique: (2,0,2,1,0) -> (2,0,1), runs, interleavings"
-    unique = Released("unique_repeats", "unique", logits, [6, 6, 6, 5], _fixed(unique_rows), [5, 3, 6, 6], description)
-    out = [replace(unique, attributes={"unique": True})]
+    unique_lengths = ([6, 6, 6, 5], unique_rows, [5, 3, 6, 6])
+    out = [
+        _released("unique_repeats", "unique", description, logits, unique_lengths, index_type, flags={"unique": True})
+    ]
     rows = [[1, 1, 0, 1, 2, 2], [0, 0, 1, 1, 0, 0], [2, 0, 2, 1, 0, 1], [1, 2, 1, 2, 0, 0]]
     for bits in range(8):
         flags = {
@@ -201,8 +201,8 @@ def _flag_cases() -> list[Released]:
         attributes = Attributes.of(flags, form_name="openvino")
         name = "flags" + (flag_suffix(attributes) or "_default")
         description = f"repeats and interleavings under {attributes.label()}"
-        case = Released(name, "flags", logits, [6, 6, 5, 6], _fixed(rows), [4, 4, 5, 4], description)
-        out.append(replace(case, attributes=flags))
+        lengths = ([6, 6, 5, 6], rows, [4, 4, 5, 4])
+        out.append(_released(name, "flags", description, logits, lengths, index_type, flags=flags))
     return out
 
 
@@ -211,7 +211,7 @@ def _junk(index_type: str) -> Rows:
     return [[0, 3, low, high, -1, 4], [4, -1, 5, 7, low, 0], [1, 1, 2, 0, 5, high]]
 
 
-def _length_cases() -> list[Released]:
+def _length_cases(index_type: str) -> list[Case]:
     """Junk after ``label_length``, ``logit_length`` < T, empty and infeasible targets, 300 classes."""
     rng = np.random.default_rng(4004)
     short = rng.normal(size=(4, 6, 4)) * 2.0
@@ -221,60 +221,34 @@ def _length_cases() -> list[Released]:
     short_rows = [[0, 1, 9, 9, 9, 9], [0, 0, 0, 0, 0, 0], [2, 5, 5, 5, 5, 5], [1, 1, 2, 0, 0, 0]]
     infeasible_rows = [[0, 1, 2, 0, 1, 2], [1, 1, 1, 0, 0, 0], [2, 2, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0]]
     infeasible = "targets longer than their frames, repeats that need a blank between them"
+    t = index_type
     return [
-        Released("junk_after_length", "junk", rng.normal(size=(3, 6, 5)), [6, 5, 6], _junk, [2, 0, 4], junk),
-        Released(
-            "logit_length_short", "logit_length", short, [3, 0, 1, 6], _fixed(short_rows), [2, 0, 1, 3],
-            "logit_length < T (0 included); NaN in every frame beyond it",
+        _released("junk_after_length", "junk", junk, rng.normal(size=(3, 6, 5)), ([6, 5, 6], _junk(t), [2, 0, 4]), t),
+        _released(
+            "logit_length_short", "logit_length", "logit_length < T (0 included); NaN in every frame beyond it",
+            short, ([3, 0, 1, 6], short_rows, [2, 0, 1, 3]), t,
         ),
-        Released(
-            "empty_targets", "empty", rng.normal(size=(3, 6, 4)), [6, 0, 3], _fixed([[0, 1, 2, 3, 3, 3]] * 3),
-            [0, 0, 0], "label_length 0: the all-blank path; T_i = 0 gives 0",
+        _released(
+            "empty_targets", "empty", "label_length 0: the all-blank path; T_i = 0 gives 0",
+            rng.normal(size=(3, 6, 4)), ([6, 0, 3], [[0, 1, 2, 3, 3, 3]] * 3, [0, 0, 0]), t,
         ),
-        Released(
-            "infeasible", "infeasible", rng.normal(size=(4, 6, 4)), [4, 4, 1, 3], _fixed(infeasible_rows),
-            [6, 3, 2, 3], infeasible,
+        _released("infeasible", "infeasible", infeasible, rng.normal(size=(4, 6, 4)),
+                  ([4, 4, 1, 3], infeasible_rows, [6, 3, 2, 3]), t),
+        _released(
+            "many_classes", "many_classes", "300 classes, blank_index 150", rng.normal(size=(2, 3, 300)) * 3.0,
+            ([2, 1], [[0, 299, 7], [151, 0, 0]], [2, 1]), t, 150,
         ),
-        Released(
-            "many_classes", "many_classes", rng.normal(size=(2, 3, 300)) * 3.0, [2, 1],
-            _fixed([[0, 299, 7], [151, 0, 0]]), [2, 1], "300 classes, blank_index 150", 150,
-        ),
-        Released("empty_batch", "empty", np.zeros((0, 4, 3)), [], _fixed([]), [], "N = 0"),
-        Released("no_frames", "empty", np.zeros((2, 0, 3)), [0, 0], _fixed([[], []]), [0, 0], "T = 0"),
+        _released("empty_batch", "empty", "N = 0", np.zeros((0, 4, 3)), ([], [], []), t),
+        _released("no_frames", "empty", "T = 0", np.zeros((2, 0, 3)), ([0, 0], [[], []], [0, 0]), t),
     ]  # fmt: skip
 
 
-def _released_draft(case: Released, index_type: str, dtype: str) -> Draft | None:
-    logits = rounded(case.logits, dtype)
-    if logits is None:
-        return None
-    n, frames = case.logits.shape[:2]
-    inputs = {
-        "logits": logits,
-        "logit_length": np.array(case.logit_length, dtype=index_type).reshape(n),
-        "labels": np.array(case.labels(index_type), dtype=index_type).reshape(n, frames),
-        "label_length": np.array(case.label_length, dtype=index_type).reshape(n),
-    }
-    if case.blank_index is not None:
-        inputs["blank_index"] = np.array(case.blank_index, dtype=index_type)
-    attributes = Attributes.of(case.attributes, form_name="openvino")
-    flags = flag_suffix(attributes)
-    return Draft(
-        id=f"released/{case.name}/{index_type}/{dtype}",
-        form="released",
-        inputs=inputs,
-        attributes=attributes,
-        tags=("released", case.group, index_type, dtype, *flags.split("_")[1:]),
-        description=case.description,
-    )
-
-
-def released_drafts() -> list[Draft]:
+def released_drafts() -> list[Case]:
     """The released-form groups, each case in every pair of :data:`RELEASED_TYPES`."""
     drafts = []
-    for case in _blank_cases() + _flag_cases() + _length_cases():
-        for index_type, dtype in RELEASED_TYPES:
-            draft = _released_draft(case, index_type, dtype)
+    for index_type, dtype in RELEASED_TYPES:
+        for case in _blank_cases(index_type) + _flag_cases(index_type) + _length_cases(index_type):
+            draft = _draft(case, f"{case.id}/{index_type}", dtype, (*case.tags, index_type), case.description)
             if draft is not None:
                 drafts.append(draft)
     return drafts
@@ -361,7 +335,7 @@ def _invalid_released() -> list[tuple[str, str, str, Callable[[dict[str, np.ndar
     ]  # fmt: skip
 
 
-def invalid_drafts() -> list[Draft]:
+def invalid_drafts() -> list[Case]:
     """One case per rule of spec 3, 6 and 7 (tag "invalid"): a valid base with one rule broken."""
     drafts = []
     groups = (
@@ -373,11 +347,11 @@ def invalid_drafts() -> list[Draft]:
             inputs = base()
             change(inputs)
             drafts.append(
-                Draft(
+                Case(
                     id=prefix + name,
                     form=form,
                     inputs=inputs,
-                    attributes=Attributes.of(form_name="time_major" if form == "spec" else "openvino"),
+                    attributes=Attributes.of(form_name=ATTRIBUTE_FORMS[form]),
                     tags=("invalid", form),
                     description=description,
                     expect="reject",
@@ -390,7 +364,7 @@ def invalid_drafts() -> list[Draft]:
 # -- scale ---------------------------------------------------------------------------------------
 
 
-def scale_drafts() -> list[Draft]:
+def scale_drafts() -> list[Case]:
     """warp-ctc's benchmark shapes (T = 150, N = 64; C = 28, L = 40 and C = 5000, L = 20) and a
     T = 1000 case, float32, drawn by recipe at load time (tag "scale", outside the default selection)."""
     drafts = []
@@ -406,10 +380,10 @@ def scale_drafts() -> list[Draft]:
             "dtype": "float32",
         }
         drafts.append(
-            Draft(
+            Case(
                 id=f"spec/scale_t{frames}_n{n}_c{classes}_l{targets}/float32",
                 form="spec",
-                inputs={},
+                inputs=LazyArrays(generated_entries(generator), partial(materialize, generator)),
                 attributes=Attributes.of(),
                 tags=("spec", SCALE_TAG, "float32"),
                 description=f"T={frames}, N={n}, C={classes}, L={targets}: inputs drawn by recipe at load time",
@@ -419,7 +393,7 @@ def scale_drafts() -> list[Draft]:
     return drafts
 
 
-def all_drafts() -> list[Draft]:
+def all_drafts() -> list[Case]:
     """Every case of the corpus, sorted by id (ids are unique)."""
     drafts = spec_drafts() + released_drafts() + invalid_drafts() + scale_drafts()
     ids = [draft.id for draft in drafts]

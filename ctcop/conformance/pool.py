@@ -30,7 +30,7 @@ from ..isolated import Failed, Lost, Worker
 from .result import Result, from_dict, to_dict
 
 if TYPE_CHECKING:
-    from .corpus import CorpusCase
+    from .case import Case
 
 DEFAULT_TIMEOUT_S = 120.0
 WORKER = "ctcop.conformance.pool:evaluate"
@@ -89,7 +89,7 @@ def _runtimes(modules: tuple[str, ...], with_plugins: bool) -> dict[str, Any]:
 
 
 @cache
-def _case(folder: str) -> CorpusCase:
+def _case(folder: str) -> Case:
     from .corpus import load
 
     return load(folder)
@@ -113,7 +113,7 @@ class Pool:
     """``settings.jobs`` workers running tasks; ``on_run(task, answer)`` gets every evaluation."""
 
     runtimes: Runtimes
-    cases: Mapping[str, CorpusCase]
+    cases: Mapping[str, Case]
     settings: Settings
     on_run: Callable[[Task, Result], None]
     slots: list[Slot | None] = field(default_factory=list)
@@ -138,7 +138,7 @@ class Pool:
     def _request(self, task: Task) -> dict[str, Any]:
         return {
             "runtime": task.runtime,
-            "case": str(self.cases[task.case].folder),
+            "case": str(self.cases[task.case].stored_in()),
             "modules": list(self.runtimes.modules),
             "with_plugins": self.runtimes.with_plugins,
         }

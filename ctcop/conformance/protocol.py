@@ -1,7 +1,7 @@
 """The runtime protocol of the conformance suite: what every runtime adapter implements.
 
 A runtime is any object with a ``name`` (str), a ``description`` (str) and a method
-``run(case) -> Outcome | numpy.ndarray``. ``case`` is a :class:`ctcop.conformance.corpus.CorpusCase`:
+``run(case) -> Outcome | numpy.ndarray``. ``case`` is a :class:`ctcop.conformance.corpus.Case`:
 ``case.form`` is ``"spec"`` (inputs ``inputs`` [T, N, C], ``sequence_mask`` [T, N], ``labels``
 [N, T]) or ``"released"`` (``logits`` [N, T, C], ``logit_length`` [N], ``labels`` [N, T],
 ``label_length`` [N], optional scalar ``blank_index``); ``case.inputs`` maps those names to

@@ -22,7 +22,7 @@ from .pool import DEFAULT_TIMEOUT_S, Key, Pool, Runtimes, Settings, Task
 from .result import Result
 
 if TYPE_CHECKING:
-    from .corpus import CorpusCase
+    from .case import Case
 
 __all__ = ["DEFAULT_TIMEOUT_S", "RUNS", "Runtimes", "Settings", "combine", "run_cases", "sort_results", "tasks_for"]
 
@@ -78,7 +78,7 @@ def tasks_for(runtimes: Sequence[str], case_ids: Sequence[str]) -> list[Task]:
 
 def run_cases(
     runtimes: Runtimes,
-    cases: Sequence[CorpusCase],
+    cases: Sequence[Case],
     settings: Settings,
     on_result: Callable[[Result], None],
 ) -> None:

@@ -1,6 +1,6 @@
 """Runtime adapters: one :class:`Runtime` per runtime, implementing the protocol of :mod:`.protocol`.
 
-``RUNTIMES[name].run(case)`` evaluates a :class:`ctcop.conformance.corpus.CorpusCase` of either
+``RUNTIMES[name].run(case)`` evaluates a :class:`ctcop.conformance.corpus.Case` of either
 form and returns the [N] loss (the reference: an :class:`Outcome` with the gradient too), or
 raises :class:`Unsupported` for a case outside what the runtime implements. ``available()`` is
 None when the runtime's libraries import here, else the reason. Calling a runtime,
@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -36,10 +36,8 @@ from .. import canonical
 from ..attributes import Attributes
 from ..reference import ctc_loss, ctc_loss_grad
 from ..schema import form
-from .protocol import Outcome, Unsupported
-
-if TYPE_CHECKING:
-    from .corpus import CorpusCase
+from .case import Case, reference_grad, reference_loss
+from .protocol import Outcome, Unsupported, outcome
 
 Evaluate = Callable[[np.ndarray, np.ndarray, np.ndarray, Attributes], np.ndarray]
 Released = Callable[[Mapping[str, np.ndarray], Attributes], np.ndarray | Outcome]
@@ -50,12 +48,9 @@ IR_TIME_MAJOR_ONLY = "ctcop's IR layers implement the spec's time-major form"
 NO_BFLOAT16 = "ctcop's {} export serves float16, float32 and float64 logits, not bfloat16 (spec 11.1)"
 
 
-def _logits_type(case: CorpusCase) -> str:
-    """The logits' element type as the manifest states it (bfloat16 even when stored as bits)."""
-    entries = case.manifest.get("inputs") or []
-    if entries:
-        return str(entries[0]["dtype"])
-    return str(next(iter(case.inputs.values())).dtype.name)
+def _logits_type(case: Case) -> str:
+    """The logits' element type as the case declares it (bfloat16 even when stored as bits)."""
+    return str(case.logits_dtype)
 
 
 @dataclass(frozen=True)
@@ -78,8 +73,9 @@ class Runtime:
     def __call__(
         self, inputs: np.ndarray, sequence_mask: np.ndarray, labels: np.ndarray, **attributes: bool
     ) -> np.ndarray:
-        chosen = Attributes.of(attributes)
-        return self.evaluate(np.asarray(inputs), np.asarray(sequence_mask), np.asarray(labels), chosen)
+        """The loss of spec-form arrays: :meth:`run` on the case they make."""
+        arrays = (np.asarray(inputs), np.asarray(sequence_mask), np.asarray(labels))
+        return outcome(self.run(Case.spec("arrays", *arrays, Attributes.of(attributes)))).loss
 
     def available(self) -> str | None:
         """None when every library the runtime needs imports here; otherwise why not."""
@@ -90,7 +86,7 @@ class Runtime:
                 return f"{module} does not import: {type(error).__name__}: {error}"
         return None
 
-    def run(self, case: CorpusCase) -> Outcome | np.ndarray:
+    def run(self, case: Case) -> Outcome | np.ndarray:
         """The runtime's answer for ``case`` (either form); :class:`Unsupported` outside its scope."""
         if case.form == "released" and self.released is None:
             raise Unsupported(self.released_unsupported)
@@ -121,8 +117,6 @@ def _reference_spec(x: Mapping[str, np.ndarray], attributes: Attributes) -> Outc
 
 
 def _reference_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> Outcome:
-    from .corpus import reference_grad, reference_loss
-
     return Outcome(reference_loss("released", x, attributes), reference_grad("released", x, attributes))
 
 

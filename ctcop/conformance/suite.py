@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import corpus, expected, known, registry, report, runner, shard
+from .case import Case
 from .result import Result
 
 
@@ -32,7 +33,7 @@ class Plan:
     results) and the ``--runtime-module`` specs the runtimes come from (a worker loads them again)."""
 
     listed: list[registry.Entry]
-    cases: list[corpus.CorpusCase]
+    cases: list[Case]
     patterns: list[str]
     shard: tuple[int, int] | None
     expected: list[expected.Expected] = field(default_factory=list)
@@ -130,14 +131,14 @@ def run(plan: Plan, settings: runner.Settings, into: list[Result], progress: Cal
     into[:] = runner.sort_results(into, [entry.name for entry in plan.listed])
 
 
-def write_corpus(cases: Sequence[corpus.CorpusCase], folder: str) -> int:
+def write_corpus(cases: Sequence[Case], folder: str) -> int:
     """Copy the folders of ``cases`` into ``folder`` (created; ids as paths, as in the package) with
     an ``index.json`` that lists them: a corpus tree that :func:`corpus.load_all` reads. The count."""
     source = corpus.default_root()
     index = json.loads((source / corpus.INDEX).read_text(encoding="utf-8"))
     os.makedirs(folder, exist_ok=True)
     for case in cases:
-        shutil.copytree(case.folder, os.path.join(folder, *case.id.split("/")), dirs_exist_ok=True)
+        shutil.copytree(case.stored_in(), os.path.join(folder, *case.id.split("/")), dirs_exist_ok=True)
     index["cases"] = sorted(case.id for case in cases)
     with open(os.path.join(folder, corpus.INDEX), "w", encoding="utf-8") as file:
         file.write(corpus.dumps(index))

@@ -51,7 +51,7 @@ from .protocol import Outcome, Unsupported
 from .result import Raised, Result
 
 if TYPE_CHECKING:
-    from .corpus import CorpusCase
+    from .case import Case
 
 GRAD_UNITS = 32.0  # the gradient rule's multiple of eps(wide) max(1, |loss_i|)
 EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}  # machine epsilon
@@ -65,7 +65,7 @@ def number(value: Any) -> str:
     return repr(float(value)) if isinstance(value, (float, np.floating)) else str(value)
 
 
-def sample_axis(case: CorpusCase) -> int:
+def sample_axis(case: Case) -> int:
     """The sample axis of ``case``'s logits and gradient: 1 for [T, N, C] (spec form), 0 for [N, T, C]."""
     return 1 if case.form == "spec" else 0
 
@@ -142,7 +142,7 @@ def compare_grad(
     return None if found is None else describe_grad(found, dtype)
 
 
-def offending(case: CorpusCase) -> npt.NDArray[np.bool_] | None:
+def offending(case: Case) -> npt.NDArray[np.bool_] | None:
     """The samples whose own inputs break a rule ([N] bools), or None when the fault is the
     batch's or every sample's (every sample must answer NaN)."""
     x = case.inputs
@@ -157,7 +157,7 @@ def offending(case: CorpusCase) -> npt.NDArray[np.bool_] | None:
     return None if faults.all() else faults
 
 
-def rejected(loss: np.ndarray, case: CorpusCase) -> Mismatch | None:
+def rejected(loss: np.ndarray, case: Case) -> Mismatch | None:
     """None when ``loss`` refuses the invalid ``case`` (NaN for every offending sample); else the
     number it accepted (kind ``"accepted-invalid-input"``)."""
     faults = offending(case)
@@ -176,7 +176,7 @@ def rejected(loss: np.ndarray, case: CorpusCase) -> Mismatch | None:
     return Mismatch("accepted-invalid-input", sample=first, got=float(values[first]))
 
 
-def describe_refusal(found: Mismatch, loss: np.ndarray, case: CorpusCase) -> str:
+def describe_refusal(found: Mismatch, loss: np.ndarray, case: Case) -> str:
     """An ``"accepted-invalid-input"`` mismatch of ``loss`` on ``case`` in one line that names the
     rule ``case`` breaks and quotes the numbers in their own element type."""
     if found.expected_shape:
@@ -254,7 +254,7 @@ def _answer_arrays(value: Any) -> tuple[np.ndarray, np.ndarray | None]:
     return loss, grad
 
 
-def _value_verdict(answer: Result, case: CorpusCase, loss: np.ndarray, grad: np.ndarray | None) -> Result:
+def _value_verdict(answer: Result, case: Case, loss: np.ndarray, grad: np.ndarray | None) -> Result:
     """``answer`` (a value's) judged: its status, mismatch, message and the loss's errors."""
     if case.expect == "reject":
         refused = rejected(loss, case)
@@ -276,13 +276,13 @@ def _value_verdict(answer: Result, case: CorpusCase, loss: np.ndarray, grad: np.
     return replace(answer, status="pass")
 
 
-def judge(runtime: Any, case: CorpusCase, name: str = "") -> Result:
+def judge(runtime: Any, case: Case, name: str = "") -> Result:
     """Evaluate ``case`` with ``runtime`` (called ``name``) once: a :class:`~.result.Result` with
     ``answer`` value, raised or skip, its status and message, the loss's errors and
     :class:`~ctcop.tolerance.Mismatch` or what the runtime raised, the loss's first values as text
     and the digests of the loss and the gradient.
 
-    The runtime gets :meth:`~.corpus.CorpusCase.handed` (fresh read-only inputs), so nothing it
+    The runtime gets :meth:`~.corpus.Case.handed` (fresh read-only inputs), so nothing it
     does changes the case for the verdict or a later evaluation. Whatever it raises (any
     ``BaseException``, ``KeyboardInterrupt`` and ``SystemExit`` too: this runs in a worker, which
     ignores SIGINT, so they are the runtime's own) is its answer, and so is an answer that is not

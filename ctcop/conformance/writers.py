@@ -52,7 +52,7 @@ from ..options import EXPORT_FLOAT_TYPES
 from ..reference import ctc_loss_or_nan, openvino_ctc_loss
 from ..schema import FormSpec, form, raw_schema, type_constraint
 from . import corpus
-from .corpus import CorpusCase
+from .case import ATTRIBUTE_FORMS, Case
 
 INDEX_FILE = "ctcop_tests.json"
 IR_TEST_FORMAT = "ctcop-ir-test-1"
@@ -79,16 +79,16 @@ class Written:
         (folder / INDEX_FILE).write_text(corpus.dumps(document), encoding="utf-8")
 
 
-def _spec_of(case: CorpusCase) -> FormSpec:
-    return form(corpus.FORMS[case.form])
+def _spec_of(case: Case) -> FormSpec:
+    return form(ATTRIBUTE_FORMS[case.form])
 
 
-def logits_type(case: CorpusCase) -> str:
-    """The logits' element type as the manifest states it (bfloat16 even when stored as bits)."""
-    return str(case.manifest["inputs"][0]["dtype"])
+def logits_type(case: Case) -> str:
+    """The logits' element type as the case declares it (bfloat16 even when stored as bits)."""
+    return str(case.logits_dtype)
 
 
-def declared_dims(case: CorpusCase) -> dict[str, int]:
+def declared_dims(case: Case) -> dict[str, int]:
     """N, T, C of the case, from its logits; :class:`Skip` when an input's element type or rank
     cannot be declared by a model, another input's shape contradicts those dims, or C = 0."""
     spec = _spec_of(case)
@@ -126,7 +126,7 @@ def released_loss_or_nan(inputs: Mapping[str, np.ndarray], attributes: Mapping[s
     return out
 
 
-def graph_expected_loss(case: CorpusCase) -> np.ndarray:
+def graph_expected_loss(case: Case) -> np.ndarray:
     """The expected output of ctcop's exported graphs: the corpus's value, or for a case that
     must be rejected, the total function's answer (spec 11.5)."""
     if case.expect == "value":
@@ -138,7 +138,7 @@ def graph_expected_loss(case: CorpusCase) -> np.ndarray:
     return released_loss_or_nan(x, case.attributes)
 
 
-def _check_floats(case: CorpusCase, allowed: tuple[str, ...], what: str) -> None:
+def _check_floats(case: Case, allowed: tuple[str, ...], what: str) -> None:
     dtype = logits_type(case)
     if dtype in type_constraint("T_F") and dtype not in allowed:
         raise Skip(f"{what} serves {', '.join(allowed)} logits, not {dtype} (spec 11.1)")
@@ -147,7 +147,7 @@ def _check_floats(case: CorpusCase, allowed: tuple[str, ...], what: str) -> None
 
 
 def _write_all(
-    cases: Iterable[CorpusCase], folder: str | Path, write_one: Callable[[CorpusCase, Path], None], layout: str
+    cases: Iterable[Case], folder: str | Path, write_one: Callable[[Case, Path], None], layout: str
 ) -> Written:
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
@@ -166,7 +166,7 @@ def _write_all(
 # -- ONNX backend tests ----------------------------------------------------------------------
 
 
-def onnx_case_model(case: CorpusCase) -> Any:
+def onnx_case_model(case: Case) -> Any:
     """The ONNX model of ``case``: its form, element types, attributes and fixed dims."""
     from ..onnx import onnx_model
     from ..onnx.released import released_model
@@ -190,12 +190,12 @@ def onnx_case_model(case: CorpusCase) -> Any:
     )
 
 
-def _write_onnx_case(case: CorpusCase, root: Path) -> None:
+def _write_onnx_case(case: Case, root: Path) -> None:
     from onnx import numpy_helper
 
     model = onnx_case_model(case)
     expected = graph_expected_loss(case)
-    model.doc_string = f"ctcop corpus case {case.id}: {case.manifest.get('description', '')}"
+    model.doc_string = f"ctcop corpus case {case.id}: {case.description}"
     if case.expect != "value":
         model.doc_string += f"; the input breaks rule {case.rule}: NaN for each faulty sample (spec 11.5)"
     folder = root / (ONNX_PREFIX + case.id.replace("/", "_"))
@@ -211,13 +211,13 @@ def _write_onnx_case(case: CorpusCase, root: Path) -> None:
     (folder / "data.json").write_text(json.dumps({"rtol": limit["rtol"], "atol": limit["atol"]}) + "\n")
 
 
-def onnx_tests(cases: Iterable[CorpusCase], folder: str | Path) -> Written:
+def onnx_tests(cases: Iterable[Case], folder: str | Path) -> Written:
     """Write ``cases`` as ONNX backend tests under ``folder`` (see the module); what was written
     and what was skipped, and why."""
     return _write_all(cases, folder, _write_onnx_case, "onnx-backend-test")
 
 
-def write_onnx_tests(cases: Iterable[CorpusCase], folder: str | Path) -> int:
+def write_onnx_tests(cases: Iterable[Case], folder: str | Path) -> int:
     """Write ``cases`` as ONNX backend tests under ``folder``; the number of cases written."""
     return len(onnx_tests(cases, folder).written)
 
@@ -225,7 +225,7 @@ def write_onnx_tests(cases: Iterable[CorpusCase], folder: str | Path) -> int:
 # -- OpenVINO IR tests -----------------------------------------------------------------------
 
 
-def native_model(case: CorpusCase, dims: Mapping[str, int]) -> Any:
+def native_model(case: Case, dims: Mapping[str, int]) -> Any:
     """OpenVINO's CTCLoss-4 (opset4) alone over parameters of the case's element types and
     shapes, named after the released inputs; output ``loss``."""
     import openvino
@@ -243,7 +243,7 @@ def native_model(case: CorpusCase, dims: Mapping[str, int]) -> Any:
     return openvino.Model([opset4.result(loss)], parameters, "ctc_loss_opset4")
 
 
-def ir_case_model(case: CorpusCase) -> tuple[Any, str]:
+def ir_case_model(case: Case) -> tuple[Any, str]:
     """The IR model of ``case`` and what it is ("lowered" or "opset4")."""
     if case.form == "released":
         _check_floats(case, type_constraint("T_F"), "OpenVINO's CTCLoss-4")
@@ -262,7 +262,7 @@ def ir_case_model(case: CorpusCase) -> tuple[Any, str]:
     return model, "lowered"
 
 
-def ir_manifest(case: CorpusCase, model_form: str, expected: np.ndarray | None) -> dict[str, Any]:
+def ir_manifest(case: Case, model_form: str, expected: np.ndarray | None) -> dict[str, Any]:
     """``case.json`` of an IR test: ``format``, ``id``, ``description``, ``form`` (spec |
     released), ``model`` (files and what the layers are), ``attributes``, ``inputs`` (the model's
     parameters in order: name, dtype, shape, file, storage for bfloat16 bits), ``expect`` (value:
@@ -282,7 +282,7 @@ def ir_manifest(case: CorpusCase, model_form: str, expected: np.ndarray | None) 
     manifest: dict[str, Any] = {
         "format": IR_TEST_FORMAT,
         "id": case.id,
-        "description": case.manifest.get("description", ""),
+        "description": case.description,
         "form": case.form,
         "model": {"xml": "model.xml", "bin": "model.bin", "layers": layers[model_form]},
         "attributes": dict(case.attributes),
@@ -298,7 +298,7 @@ def ir_manifest(case: CorpusCase, model_form: str, expected: np.ndarray | None) 
     return manifest
 
 
-def _write_ir_case(case: CorpusCase, root: Path) -> None:
+def _write_ir_case(case: Case, root: Path) -> None:
     from ..openvino import save_ir
 
     model, model_form = ir_case_model(case)
@@ -313,12 +313,12 @@ def _write_ir_case(case: CorpusCase, root: Path) -> None:
     corpus.save(folder, ir_manifest(case, model_form, expected), arrays)
 
 
-def ir_tests(cases: Iterable[CorpusCase], folder: str | Path) -> Written:
+def ir_tests(cases: Iterable[Case], folder: str | Path) -> Written:
     """Write ``cases`` as OpenVINO IR tests under ``folder`` (see the module); what was written
     and what was skipped, and why."""
     return _write_all(cases, folder, _write_ir_case, "openvino-ir-test")
 
 
-def write_ir_tests(cases: Iterable[CorpusCase], folder: str | Path) -> int:
+def write_ir_tests(cases: Iterable[Case], folder: str | Path) -> int:
     """Write ``cases`` as OpenVINO IR tests under ``folder``; the number of cases written."""
     return len(ir_tests(cases, folder).written)

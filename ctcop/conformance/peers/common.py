@@ -20,7 +20,7 @@ from ...frameworks import framework, missing
 from ..protocol import Outcome, Unsupported
 
 if TYPE_CHECKING:
-    from ..corpus import CorpusCase
+    from ..case import Case
 
 THREADS = 2  # intra-op threads, set in every framework that has the knob
 
@@ -55,11 +55,11 @@ class Peer:
         for name in self.modules:
             framework(name)
 
-    def run(self, case: CorpusCase) -> Outcome:
+    def run(self, case: Case) -> Outcome:
         self.check(case)
         return self.compute(case)
 
-    def check(self, case: CorpusCase) -> None:
+    def check(self, case: Case) -> None:
         dtype = logits(case).dtype.name
         if dtype in FLOAT_TYPES and dtype not in self.dtypes:
             raise Unsupported(f"{self.name} has no CTC loss for {dtype} logits")
@@ -68,23 +68,23 @@ class Peer:
             if name in wanted and value != wanted[name]:
                 raise Unsupported(f"{self.name} has no {name}={str(value).lower()}")
 
-    def compute(self, case: CorpusCase) -> Outcome:
+    def compute(self, case: Case) -> Outcome:
         raise NotImplementedError
 
 
 # -- layouts -------------------------------------------------------------------------------------
 
 
-def logits(case: CorpusCase) -> np.ndarray:
+def logits(case: Case) -> np.ndarray:
     """The case's logits as stored: [T, N, C] (spec form) or [N, T, C] (released form)."""
     return case.inputs["inputs"] if case.form == "spec" else case.inputs["logits"]
 
 
-def time_major(case: CorpusCase) -> bool:
+def time_major(case: Case) -> bool:
     return case.form == "spec"
 
 
-def frame_lengths(case: CorpusCase) -> np.ndarray:
+def frame_lengths(case: Case) -> np.ndarray:
     """[N] frame counts: the mask's column sums (spec form; a gapped mask is not looked at) or
     ``logit_length`` as given."""
     if case.form == "spec":
@@ -93,7 +93,7 @@ def frame_lengths(case: CorpusCase) -> np.ndarray:
     return case.inputs["logit_length"]
 
 
-def frame_paddings(case: CorpusCase) -> np.ndarray:
+def frame_paddings(case: Case) -> np.ndarray:
     """[N, T] float32 padding flags (1 = no frame): ``1 - mask`` transposed, or from ``logit_length``."""
     if case.form == "spec":
         return np.ascontiguousarray((1 - case.inputs["sequence_mask"]).T.astype(np.float32))
@@ -102,7 +102,7 @@ def frame_paddings(case: CorpusCase) -> np.ndarray:
     return (np.arange(frames)[None, :] >= np.reshape(length, (-1, 1))).astype(np.float32)
 
 
-def dense_targets(case: CorpusCase) -> tuple[np.ndarray, np.ndarray]:
+def dense_targets(case: Case) -> tuple[np.ndarray, np.ndarray]:
     """(targets [N, S], target lengths [N]). Spec form: each row's non-pad entries moved to its
     front (stable), the -1 pads after them, and counted (spec 7, last paragraph). Released
     form: ``labels`` and ``label_length`` as given (entries beyond a length untouched)."""
@@ -114,13 +114,13 @@ def dense_targets(case: CorpusCase) -> tuple[np.ndarray, np.ndarray]:
     return np.take_along_axis(labels, order, axis=-1), keep.sum(axis=-1)
 
 
-def label_paddings(case: CorpusCase) -> np.ndarray:
+def label_paddings(case: Case) -> np.ndarray:
     """[N, S] float32 padding flags of :func:`dense_targets`' rows (1 beyond a row's length)."""
     targets, lengths = dense_targets(case)
     return (np.arange(targets.shape[-1])[None, :] >= np.reshape(lengths, (-1, 1))).astype(np.float32)
 
 
-def blank(case: CorpusCase) -> Any:
+def blank(case: Case) -> Any:
     """The blank: C-1 in the spec form; ``blank_index`` as given in the released form (C-1 when
     absent), a Python int when it is a scalar and the array itself otherwise."""
     x = logits(case)

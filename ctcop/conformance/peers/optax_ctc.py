@@ -46,7 +46,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..corpus import CorpusCase
+    from ..case import Case
 
 
 @cache
@@ -95,14 +95,14 @@ class OptaxPeer(Peer):
     def load(self) -> None:
         jax_and_optax()
 
-    def check(self, case: CorpusCase) -> None:
+    def check(self, case: Case) -> None:
         super().check(case)
         given = blank(case)
         if not isinstance(given, int):
             shape = list(np.shape(given))
             raise Unsupported(f"{self.name}'s blank_id is an int, the case's blank_index has shape {shape}")
 
-    def compute(self, case: CorpusCase) -> Outcome:
+    def compute(self, case: Case) -> Outcome:
         x, spec = logits(case), time_major(case)
         with jax_and_optax()[0].enable_x64(x.dtype == np.float64):
             (_, loss), grad = loss_and_gradient()(

@@ -34,7 +34,7 @@ from ..protocol import Outcome, Unsupported
 from .common import DEFAULT_ATTRIBUTES, THREADS, Peer, blank, dense_targets, frame_lengths, logits
 
 if TYPE_CHECKING:
-    from ..corpus import CorpusCase
+    from ..case import Case
 
 HALF_AND_FULL = frozenset({"float16", "bfloat16", "float32", "float64"})
 
@@ -69,7 +69,7 @@ class TensorFlowPeer(Peer):
     def load(self) -> None:
         tf()
 
-    def compute(self, case: CorpusCase) -> Outcome:
+    def compute(self, case: Case) -> Outcome:
         targets, target_lengths = dense_targets(case)
 
         def loss(x: Any) -> Any:
@@ -85,7 +85,7 @@ class TensorFlowPeer(Peer):
         return differentiate(loss, logits(case))
 
 
-def sparse_targets(case: CorpusCase) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sparse_targets(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(indices [K, 2] int64, values [K], dense shape [2]) of the targets: dense -> sparse."""
     targets, lengths = dense_targets(case)
     rows, width = targets.shape
@@ -103,13 +103,13 @@ class TensorFlowV1Peer(Peer):
     def load(self) -> None:
         tf()
 
-    def check(self, case: CorpusCase) -> None:
+    def check(self, case: Case) -> None:
         super().check(case)
         given = blank(case)
         if not isinstance(given, int) or given != logits(case).shape[-1] - 1:
             raise Unsupported(f"{self.name} has the blank at C-1 only, the case's is {given}")
 
-    def compute(self, case: CorpusCase) -> Outcome:
+    def compute(self, case: Case) -> Outcome:
         indices, values, shape = sparse_targets(case)
         attributes = dict(case.attributes)
 

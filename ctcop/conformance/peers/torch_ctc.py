@@ -21,7 +21,7 @@ from ..protocol import Outcome
 from .common import DEFAULT_ATTRIBUTES, THREADS, Peer, blank, dense_targets, frame_lengths, logits
 
 if TYPE_CHECKING:
-    from ..corpus import CorpusCase
+    from ..case import Case
 
 
 @cache
@@ -32,14 +32,15 @@ def torch() -> Any:
 
 
 def tensor(array: np.ndarray) -> Any:
-    return torch().from_numpy(np.ascontiguousarray(array))
+    """A tensor of its own over a copy of ``array`` (the case's arrays are read-only)."""
+    return torch().from_numpy(np.array(array, order="C", copy=True))
 
 
 class TorchPeer(Peer):
     def load(self) -> None:
         torch()
 
-    def compute(self, case: CorpusCase) -> Outcome:
+    def compute(self, case: Case) -> Outcome:
         t = torch()
         x = logits(case)
         leaf = tensor(x).requires_grad_(x.dtype.kind == "f")
