@@ -15,7 +15,9 @@ the adapters that need them.
 Released-form cases (spec 7): the reference evaluates them with ``openvino_ctc_loss``; the raw
 ``openvino`` runtime hands the case's own inputs to OpenVINO's CTCLoss-4 (no adapter); the ONNX
 runtimes run :func:`ctcop.onnx.released.released_model` (standard operators in front of ctcop's
-node); ctcop's IR layers implement the time-major form only (Unsupported). bfloat16 logits are
+node); the lowered IR runs :func:`ctcop.openvino.released.released_ir_model` (stock operators in
+front of the guarded lowering); ctcop's custom IR layer implements the time-major form only
+(Unsupported). bfloat16 logits are
 Unsupported where ctcop's export does not serve them (spec 11.1: ONNX and IR). The OpenVINO
 adapters compile at the precision the case's logits declare (spec 13), not at the CPU's default.
 """
@@ -44,7 +46,7 @@ Released = Callable[[Mapping[str, np.ndarray], Attributes], np.ndarray | Outcome
 Key = tuple[str, str, str, Attributes]
 # The released form's inputs (element types) and whether blank_index is given, for model caches.
 ReleasedKey = tuple[tuple[tuple[str, str], ...], Attributes]
-IR_TIME_MAJOR_ONLY = "ctcop's IR layers implement the spec's time-major form"
+IR_TIME_MAJOR_ONLY = "ctcop's custom IR layer implements the spec's time-major form"
 NO_BFLOAT16 = "ctcop's {} export serves float16, float32 and float64 logits, not bfloat16 (spec 11.1)"
 
 
@@ -277,6 +279,12 @@ def _openvino_ir_model(key: Key, ir_form: str) -> Any:
         return core.compile_model(core.read_model(path), "CPU", _declared(core, dtype))
 
 
+def _openvino_ir_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> np.ndarray:
+    from ..openvino.released import compiled_released_model
+
+    return _infer(compiled_released_model, _released_key(x, attributes), dict(x))
+
+
 def _openvino_ir(ir_form: str) -> Evaluate:
     def evaluate(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
         key = (_key(inputs, mask, labels, attributes), ir_form)
@@ -406,7 +414,7 @@ RUNTIMES: dict[str, Runtime] = {
             "openvino-ir",
             "ctcop's lowered IR (stock operators and guards) on stock OpenVINO, CPU",
             _openvino_ir("lowered"),
-            released_unsupported=IR_TIME_MAJOR_ONLY,
+            released=_openvino_ir_released,
             bfloat16=NO_BFLOAT16.format("IR"),
             needs=("openvino",),
         ),
