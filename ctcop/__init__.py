@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from .decode import greedy_decode
     from .recursion import get_num_threads, set_num_threads
     from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_grad
-    from .torch.openvino_frontend import openvino_extensions
 
 __all__ = [
     "InvalidInputError",
@@ -41,8 +40,19 @@ _HOME = {
     "greedy_decode": ".decode",
     "get_num_threads": ".recursion",
     "set_num_threads": ".recursion",
-    "openvino_extensions": ".torch.openvino_frontend",
 }
+
+
+def openvino_extensions(*, pytorch: bool | None = None) -> list[Any]:
+    """Extensions for ``openvino.Core.add_extension`` (one at a time) or ``openvino.convert_model(...,
+    extension=...)`` (all at once): the OpenVINO wing's (the ``ai.ctcop.CTCLoss`` ONNX node, the
+    custom IR layer; spec 11.3, 12), PyTorch's ``ctc_loss`` (spec 14; with ``pytorch``, by default
+    when torch is imported) and TensorFlow's ``CTCLoss`` op (spec 15; where the installed openvino
+    has a TensorFlow frontend). Loads openvino."""
+    from .tf.openvino_frontend import tensorflow_extensions
+    from .torch.openvino_frontend import openvino_extensions as with_pytorch
+
+    return [*with_pytorch(pytorch=pytorch), *tensorflow_extensions()]
 
 
 def __getattr__(name: str) -> Any:

@@ -190,7 +190,7 @@ def test_import_ctcop_loads_numpy_only() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
     extensions = subprocess.run(
-        [sys.executable, "-c", "import sys, ctcop; ctcop.openvino_extensions; print('openvino' in sys.modules)"],
+        [sys.executable, "-c", "import sys, ctcop; ctcop.openvino_extensions(); print('openvino' in sys.modules)"],
         capture_output=True,
         text=True,
         timeout=300,
