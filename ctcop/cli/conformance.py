@@ -1,10 +1,12 @@
 """``ctcop conformance``: the installed runtimes measured against the reference on the bundled
-corpus (spec 10), or the selected cases written out (``--write-corpus``, ``--write-onnx-tests``,
-``--write-ir-tests``) instead."""
+corpus (spec 10), the selected cases written out (``--write-corpus``, ``--write-onnx-tests``,
+``--write-ir-tests``) instead, or the reports of an earlier ``--json`` report rendered again
+(``--from-json REPORT.json --html PAGE.html``)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -13,7 +15,7 @@ from ..errors import InvalidInputError
 from ..exit_codes import ExitCode
 from ..files import checked_input_file, checked_output, checked_output_folder, write_atomically
 from . import arguments
-from .output import show
+from .output import one_line, show
 from .signals import Interrupted, interruption
 
 if TYPE_CHECKING:
@@ -26,9 +28,15 @@ if TYPE_CHECKING:
 
 _WRITERS = ("write_corpus", "write_onnx_tests", "write_ir_tests")
 _RUN_ONLY = [
-    "runtimes", "runtime_module", "jobs", "timeout", "json", "junit", "expected_failures", "no_known_defects",
-    "details",
+    "runtimes", "runtime_module", "jobs", "timeout", "json", "junit", "html", "from_json", "expected_failures",
+    "no_known_defects", "details",
 ]  # fmt: skip
+# What a run decides and a report rendered again cannot change: the report records it.
+_MEASURING = [
+    "runtimes", "runtime_module", "select", "shard", "jobs", "timeout", "json", "expected_failures", "no_known_defects",
+]  # fmt: skip
+_SECTIONS = ("selection", "settings", "versions", "machine")  # of a report, each an object
+_REPORTS = ("json", "junit", "html")
 
 
 def add_parser(commands: Commands) -> None:
@@ -72,6 +80,14 @@ def add_parser(commands: Commands) -> None:
     out.add_argument("--details", type=details, help="problems listed per runtime (default 5)")
     out.add_argument("--json", help="write the report (schema ctcop-conformance-2) to this file")
     out.add_argument("--junit", metavar="PATH", help="write JUnit XML (a testsuite per runtime) to this file")
+    out.add_argument(
+        "--html", metavar="PATH", help="write the report as one self-contained HTML page (matrix, defects, classes)"
+    )
+    out.add_argument(
+        "--from-json",
+        metavar="REPORT.json",
+        help="run nothing: render the --html and --junit reports and the table of this --json report",
+    )
     writers = parser.add_mutually_exclusive_group()
     writers.add_argument("--write-corpus", metavar="DIR", help="copy the selected cases' corpus tree, run nothing")
     writers.add_argument("--write-onnx-tests", metavar="DIR", help="write the selected cases as ONNX backend tests")
@@ -81,6 +97,20 @@ def add_parser(commands: Commands) -> None:
 
 def _writing(args: argparse.Namespace) -> str | None:
     return next((name for name in _WRITERS if getattr(args, name) is not None), None)
+
+
+def _check_reports(args: argparse.Namespace) -> None:
+    """Refuse a report's output path that cannot be written or that another option names."""
+    named = {"from-json": args.from_json}
+    for option in _REPORTS:
+        path = getattr(args, option)
+        if path is None:
+            continue
+        checked_output(path, option)
+        other = next((name for name, given in named.items() if given == path), None)
+        if other is not None:
+            raise InvalidInputError(option, f"--{option} and --{other} name the same file")
+        named[option] = path
 
 
 def _checked(args: argparse.Namespace) -> list[Expected]:
@@ -95,11 +125,9 @@ def _checked(args: argparse.Namespace) -> list[Expected]:
         if os.path.isdir(target) and os.listdir(target):
             raise InvalidInputError(writer, f"{target!r} is not empty")
         return []
-    for option in ("json", "junit"):
-        if getattr(args, option) is not None:
-            checked_output(getattr(args, option), option)
-    if args.json is not None and args.json == args.junit:
-        raise InvalidInputError("junit", "--junit and --json name the same file")
+    if args.from_json is not None:
+        arguments.refuse_ignored(args, _MEASURING, "with --from-json (it renders a report, it runs nothing)")
+    _check_reports(args)
     if args.expected_failures is None:
         return []
     from ..conformance import expected
@@ -180,6 +208,64 @@ def print_report(
     show(*lines)
 
 
+def _page(document: Mapping[str, Any], results: Sequence[Result], cases: Sequence[Case]) -> str:
+    from ..conformance import html
+
+    return html.page(document, results, {case.id: case for case in cases})
+
+
+def _report_results(document: Any) -> list[Result]:
+    """The rows of a ``--json`` report as results; ValueError, one line, for a document that is
+    not a report as ``ctcop conformance`` writes it."""
+    from ..conformance import report
+    from ..conformance.result import from_dict
+
+    if not isinstance(document, dict) or document.get("schema") != report.SCHEMA:
+        raise ValueError(f"not a {report.SCHEMA} report")
+    runtimes = document.get("runtimes")
+    if not isinstance(runtimes, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("available"), bool)
+        for r in runtimes
+    ):
+        raise ValueError("runtimes is not a list of {name, description, available, reason}")
+    if not all(isinstance(document.get(key), dict) for key in _SECTIONS) or not isinstance(
+        document.get("results"), list
+    ):
+        raise ValueError(f"{', '.join(_SECTIONS)} are not objects or results is not a list")
+    ran = {r["name"] for r in runtimes if r["available"]}
+    results = []
+    for number, row in enumerate(document["results"]):
+        try:
+            results.append(from_dict(row))
+        except ValueError as error:
+            raise ValueError(f"result {number} {error}") from None
+        if results[-1].runtime not in ran:
+            raise ValueError(f"result {number} is of a runtime the report does not list as run")
+    return results
+
+
+def _render(args: argparse.Namespace) -> int:
+    """``--from-json``: the ``--junit`` and ``--html`` reports and the table of a ``--json``
+    report, nothing run; exit code as the run's."""
+    from ..conformance import corpus, junit, report
+
+    path = args.from_json
+    checked_input_file(path, "from_json")
+    try:
+        document = report.read(path)
+        results = _report_results(document)
+    except (OSError, UnicodeError, ValueError) as error:
+        raise InvalidInputError("from_json", f"{path}: not a conformance report: {one_line(str(error))}") from None
+    cases = corpus.load_all()
+    if args.junit:
+        write_atomically(args.junit, junit.document(document["runtimes"], results), what="junit")
+    if args.html:
+        write_atomically(args.html, _page(document, results, cases), what="html")
+    head = f"CTCLoss-4 conformance, from {path}: {document['selection'].get('cases')} cases"
+    print_report(document["runtimes"], results, {case.id: case for case in cases}, head, args.details)
+    return report.exit_code(results)
+
+
 def _head(args: argparse.Namespace, plan: Plan, settings: Settings) -> str:
     selection = ", ".join(_selection(args)) or "all but scale"
     return (
@@ -214,6 +300,8 @@ def run(args: argparse.Namespace) -> int:
     writer = _writing(args)
     if writer is not None:
         return _write(args, writer)
+    if args.from_json is not None:
+        return _render(args)
     from ..conformance import junit, report, runner, suite
 
     plan = _plan(args, expected_failures)
@@ -228,10 +316,13 @@ def run(args: argparse.Namespace) -> int:
     # The reports first: printing may block on a full pipe, and a signal meanwhile must not cost them.
     written = False
     try:
+        document = report.document(runtimes, results, environment, name)
         if args.json:
-            write_atomically(args.json, report.document(runtimes, results, environment, name))
+            write_atomically(args.json, document)
         if args.junit:
             write_atomically(args.junit, junit.document(runtimes, results), what="junit")
+        if args.html:
+            write_atomically(args.html, _page(json.loads(document), results, plan.cases), what="html")
         written = True
         print_report(
             runtimes, results, {case.id: case for case in plan.cases}, _head(args, plan, settings), args.details

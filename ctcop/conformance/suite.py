@@ -95,12 +95,22 @@ def make_plan(
     return Plan(listed, cases, list(patterns), shard_spec, list(expected_failures), applied, list(modules))
 
 
+def _openvino_precisions(plan: Plan) -> dict[str, Any]:
+    """The CPU plugin's default and reduced precisions when an OpenVINO runtime is listed and runs."""
+    if not any(entry.available is None and "openvino" in getattr(entry.runtime, "needs", ()) for entry in plan.listed):
+        return {}
+    from ..openvino import openvino_core
+    from ..openvino.precision import device_precisions
+
+    return device_precisions(openvino_core())
+
+
 def environment(plan: Plan, settings: runner.Settings, expected_path: str | None) -> dict[str, Any]:
     """``versions``, ``machine``, ``selection`` and ``settings`` of the report."""
     shard_text = None if plan.shard is None else f"{plan.shard[0]}/{plan.shard[1]}"
     return {
         "versions": report.versions([e.runtime for e in plan.listed if e.runtime is not None]),
-        "machine": report.machine(),
+        "machine": {**report.machine(), **_openvino_precisions(plan)},
         "selection": {"patterns": plan.patterns, "shard": shard_text, "cases": len(plan.cases)},
         "settings": {
             "jobs": settings.jobs,

@@ -81,3 +81,16 @@ def compiled_precision(compiled: Any) -> str | None:
     except RuntimeError:
         return None
     return short_type_name(value)
+
+
+def device_precisions(core: Any, device: str = "CPU") -> dict[str, Any]:
+    """What a report records of ``device``'s precision (spec 12.2, "Precision"): its default
+    inference precision and the reduced precisions its ``OPTIMIZATION_CAPABILITIES`` list, read
+    from OpenVINO; models compared with the reference are compiled at the precision they declare."""
+    try:
+        default: str | None = short_type_name(core.get_property(device, HINT))
+    except RuntimeError:
+        default = None
+    capabilities = _property(core, device, "OPTIMIZATION_CAPABILITIES")
+    reduced = [short for short, capability in REDUCED.items() if capability in capabilities]
+    return {"openvino_device": device, "openvino_default_precision": default, "openvino_reduced_precisions": reduced}
