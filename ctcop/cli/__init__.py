@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import bench, conformance, defects, evaluate, example, export, guard, merge, validate
+from . import bench, conformance, defects, diff, evaluate, example, export, guard, merge, validate
 from .arguments import Parser
 from .failures import failure
 from .signals import interruptible
@@ -25,7 +25,7 @@ from .signals import interruptible
 __all__ = ["build_parser", "main"]
 
 # In the order ``ctcop --help`` lists them.
-_COMMANDS = (example, conformance, merge, export, guard, evaluate, bench, defects, validate)
+_COMMANDS = (example, conformance, merge, diff, export, guard, evaluate, bench, defects, validate)
 
 
 def build_parser() -> argparse.ArgumentParser:
