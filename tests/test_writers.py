@@ -8,17 +8,24 @@ own kernel, so the IR part takes released cases that stay clear of its defects D
 target, no target longer than its frames, moderate logits) and no float64 (D4/D5).
 """
 
+import io
 import json
+import shutil
+import unittest
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime
+import onnxruntime.backend
 import openvino
 import pytest
 from ml_dtypes import bfloat16
 from onnx import numpy_helper
+from onnx.backend.test.loader import load_model_tests
+from onnx.backend.test.runner import Runner
 
+import ctcop
 from ctcop.conformance import corpus, writers
 from ctcop.openvino import declared_precision_config
 
@@ -84,6 +91,42 @@ def test_onnx_tests_name_the_cases_and_list_what_was_skipped(onnx_folder: Path) 
     # a case that must be rejected is written with the total function's answer (spec 11.5)
     _, expected = read_pb(onnx_folder / "test_ctcop_invalid_mask_gap" / "test_data_set_0" / "output_0.pb")
     assert np.isnan(expected).any() and not np.isnan(expected).all()
+
+
+def run_backend_tests(folder: Path) -> unittest.TestResult:
+    """onnx's standard backend-test runner with onnxruntime's backend, in the default environment,
+    over the test folders under ``folder`` (on CPU)."""
+    runner = Runner(onnxruntime.backend, __name__)
+    for case in load_model_tests(data_dir=str(folder.parent), kind=folder.name):
+        runner._add_model_test(case, "Ctcop")  # the runner's one way in for folders of one's own
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(runner.test_cases["OnnxBackendCtcopModelTest"])
+    on_cpu = unittest.TestSuite(test for test in suite if test.id().endswith("_cpu"))
+    return unittest.TextTestRunner(stream=io.StringIO(), verbosity=0).run(on_cpu)
+
+
+@pytest.mark.parametrize("model_form", writers.ONNX_FORMS)
+def test_the_standard_backend_runner_runs_every_written_test(tmp_path: Path, model_form: str) -> None:
+    cases = [BY_ID[i] for i in [*SPEC, "released/flags_nomerge/int64/float32", "invalid/mask_gap"]]
+    folder = tmp_path / "ctcop"
+    written = writers.write_onnx_tests(cases, folder, model_form)
+    result = run_backend_tests(folder)
+    assert result.testsRun == written == len(cases) and not result.failures and not result.errors
+    if model_form == "function":  # onnxruntime's backend runs released opsets only by default
+        assert len(result.skipped) == written and "ALLOW_RELEASED_ONNX_OPSET_ONLY" in result.skipped[0][1]
+        return
+    assert not result.skipped
+    broken = folder / "test_ctcop_spec_hand_worked_float32" / "test_data_set_0" / "output_0.pb"
+    name, expected = read_pb(broken)
+    broken.write_bytes(numpy_helper.from_array(expected * np.float32(1.01), name).SerializeToString())
+    shutil.rmtree(folder / "test_ctcop_invalid_mask_gap")
+    result = run_backend_tests(folder)
+    assert result.testsRun == written - 1 and len(result.failures) == 1 and not result.skipped
+    assert "hand_worked_float32" in result.failures[0][0].id()
+
+
+def test_onnx_tests_refuse_an_unknown_model_form(tmp_path: Path) -> None:
+    with pytest.raises(ctcop.InvalidInputError, match=r"^onnx_form: 'custom' is not one of inlined, function"):
+        writers.write_onnx_tests([BY_ID[SPEC[0]]], tmp_path, "custom")
 
 
 @pytest.fixture(scope="module")

@@ -92,6 +92,12 @@ def add_parser(commands: Commands) -> None:
     writers.add_argument("--write-corpus", metavar="DIR", help="copy the selected cases' corpus tree, run nothing")
     writers.add_argument("--write-onnx-tests", metavar="DIR", help="write the selected cases as ONNX backend tests")
     writers.add_argument("--write-ir-tests", metavar="DIR", help="write the selected cases as OpenVINO IR tests")
+    parser.add_argument(
+        "--onnx-tests-form",
+        choices=("inlined", "function"),
+        help="--write-onnx-tests: inlined (default: standard operators only, run by onnx's backend test "
+        "runner as it is) or function (the ai.ctcop node and its model-local function)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -117,6 +123,8 @@ def _checked(args: argparse.Namespace) -> list[Expected]:
     """Refuse what cannot work before any: output paths, then input files, then options the
     command would ignore. The expected failures, read."""
     writer = _writing(args)
+    if args.onnx_tests_form is not None and writer != "write_onnx_tests":
+        raise InvalidInputError("onnx_tests_form", "--onnx-tests-form is ignored without --write-onnx-tests")
     if writer is not None:
         flag = "--" + writer.replace("_", "-")
         arguments.refuse_ignored(args, _RUN_ONLY, f"with {flag} (it writes cases, it runs nothing)")
@@ -180,8 +188,9 @@ def _write(args: argparse.Namespace, writer: str) -> int:
     }[writer]
     folder = getattr(args, writer)
     cases = _selected_cases(args)
+    form = {"write_onnx_tests": {"model_form": args.onnx_tests_form or "inlined"}}.get(writer, {})
     try:
-        count = write(cases, folder)
+        count = write(cases, folder, **form)
     except OSError as error:
         raise InvalidInputError(writer, f"cannot write {folder!r}: {error.strerror or error}") from None
     show(f"wrote {count} cases to {folder}")
@@ -298,6 +307,8 @@ def run(args: argparse.Namespace) -> int:
     """Measure the installed runtimes against the reference on the bundled corpus."""
     expected_failures = _checked(args)
     writer = _writing(args)
+    if args.onnx_tests_form is not None and writer != "write_onnx_tests":
+        raise InvalidInputError("onnx_tests_form", "--onnx-tests-form is ignored without --write-onnx-tests")
     if writer is not None:
         return _write(args, writer)
     if args.from_json is not None:

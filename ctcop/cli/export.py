@@ -42,6 +42,11 @@ def add_parser(commands: Commands) -> None:
     )
     _attribute_flags(parser)
     parser.add_argument("--opset", type=arguments.integer(0, 10**6), help="ONNX only (default 18)")
+    parser.add_argument(
+        "--inline",
+        action="store_true",
+        help="ONNX only: the node replaced by its function's body, standard operators only (spec 11.2)",
+    )
     parser.add_argument("--attach", metavar="MODEL", help="add the loss to this model instead")
     parser.add_argument(
         "--logits-output", type=arguments.text("output name"), help="with --attach: the [T,N,C] output, name or index"
@@ -102,7 +107,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     if args.format == "onnx":
         arguments.refuse_ignored(args, ["form"], "with --format onnx (it chooses between IR forms)")
     else:
-        arguments.refuse_ignored(args, ["opset"], "with --format ir (it is the ONNX opset)")
+        arguments.refuse_ignored(args, ["opset", "inline"], "with --format ir (they shape the ONNX model)")
     if args.form == "released":
         return _released_options(args)
     arguments.refuse_ignored(args, ["index_dtype", "blank_index"], "without --form released")
@@ -146,10 +151,11 @@ def run(args: argparse.Namespace) -> int:
         from .. import onnx as wing
 
         opset = wing.MIN_OPSET if args.opset is None else args.opset
+        onnx_options = {"opset": opset, "inline": bool(args.inline), **common}
         if args.attach:
-            model = wing.attach_onnx(wing.load_onnx(args.attach), args.logits_output or "logits", opset=opset, **common)
+            model = wing.attach_onnx(wing.load_onnx(args.attach), args.logits_output or "logits", **onnx_options)
         else:
-            model = wing.onnx_model(opset=opset, **common)
+            model = wing.onnx_model(**onnx_options)
         wing.save_onnx(model, args.output)
     else:
         from ..openvino import save_ir

@@ -11,7 +11,12 @@ without ctcop, one folder per case::
 
 Spec-form cases: :func:`ctcop.onnx.onnx_model` with the case's element types, attributes and
 fixed dims; released-form cases: :func:`ctcop.onnx.released.released_model`. The ``.pb`` files are
-TensorProtos named after the graph's inputs (in their order) and its output ``loss``.
+TensorProtos named after the graph's inputs (in their order) and its output ``loss``. The models
+are written in one of ONNX_FORMS: "inlined" (default: the ``ai.ctcop.CTCLoss`` node replaced by
+its function's body, :func:`ctcop.onnx.inlined`; standard operators of a released opset only, so
+``onnx.backend.test.runner.Runner`` with ``onnxruntime.backend`` runs them as they are) or
+"function" (the node and its model-local function, spec 11.2; onnxruntime's backend skips a model
+importing ``ai.ctcop`` unless ALLOW_RELEASED_ONNX_OPSET_ONLY=0).
 
 :func:`write_ir_tests` writes, for OpenVINO plugin developers, per case::
 
@@ -42,6 +47,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +61,8 @@ from . import corpus
 from .case import ATTRIBUTE_FORMS, Case
 
 INDEX_FILE = "ctcop_tests.json"
+# The forms an ONNX backend test's model is written in (see the module); the first is the default.
+ONNX_FORMS = ("inlined", "function")
 IR_TEST_FORMAT = "ctcop-ir-test-1"
 ONNX_PREFIX = "test_ctcop_"
 
@@ -163,37 +171,54 @@ def _write_all(
     return result
 
 
+def spec_model_options(case: Case) -> dict[str, Any]:
+    """The exporters' keyword arguments for a spec-form ``case``: its element types, fixed dims
+    and attributes (:func:`ctcop.onnx.onnx_model`, :func:`ctcop.openvino.ir_model`)."""
+    dims, x = declared_dims(case), case.inputs
+    return {
+        "dtype": logits_type(case),
+        "mask_dtype": x["sequence_mask"].dtype.name,
+        "labels_dtype": x["labels"].dtype.name,
+        "dims": (dims["T"], dims["N"], dims["C"]),
+        "attributes": case.attributes,
+    }
+
+
 # -- ONNX backend tests ----------------------------------------------------------------------
 
 
-def onnx_case_model(case: Case) -> Any:
-    """The ONNX model of ``case``: its form, element types, attributes and fixed dims."""
-    from ..onnx import onnx_model
+def onnx_case_model(case: Case, model_form: str = ONNX_FORMS[0]) -> Any:
+    """The ONNX model of ``case``: its form, element types, attributes and fixed dims, written in
+    ``model_form`` (one of ONNX_FORMS)."""
+    from ..onnx import inlined, onnx_model
     from ..onnx.released import released_model
 
     _check_floats(case, EXPORT_FLOAT_TYPES, "ctcop's ONNX export")
-    dims, x = declared_dims(case), case.inputs
     if case.form == "spec":
-        return onnx_model(
+        model = onnx_model(**spec_model_options(case))
+    else:
+        dims, x = declared_dims(case), case.inputs
+        model = released_model(
             dtype=logits_type(case),
-            mask_dtype=x["sequence_mask"].dtype.name,
-            labels_dtype=x["labels"].dtype.name,
-            dims=(dims["T"], dims["N"], dims["C"]),
+            index_dtype={name: value.dtype.name for name, value in x.items() if name != "logits"},
+            dims=(dims["N"], dims["T"], dims["C"]),
+            blank_index="blank_index" in x,
             attributes=case.attributes,
         )
-    return released_model(
-        dtype=logits_type(case),
-        index_dtype={name: value.dtype.name for name, value in x.items() if name != "logits"},
-        dims=(dims["N"], dims["T"], dims["C"]),
-        blank_index="blank_index" in x,
-        attributes=case.attributes,
-    )
+    return inlined(model) if model_form == "inlined" else model
 
 
-def _write_onnx_case(case: Case, root: Path) -> None:
+def checked_onnx_form(model_form: str) -> str:
+    """``model_form`` when it is one of ONNX_FORMS, else an :class:`InvalidInputError`."""
+    if model_form not in ONNX_FORMS:
+        raise InvalidInputError("onnx_form", f"{model_form!r} is not one of {', '.join(ONNX_FORMS)}")
+    return model_form
+
+
+def _write_onnx_case(case: Case, root: Path, model_form: str) -> None:
     from onnx import numpy_helper
 
-    model = onnx_case_model(case)
+    model = onnx_case_model(case, model_form)
     expected = graph_expected_loss(case)
     model.doc_string = f"ctcop corpus case {case.id}: {case.description}"
     if case.expect != "value":
@@ -211,15 +236,17 @@ def _write_onnx_case(case: Case, root: Path) -> None:
     (folder / "data.json").write_text(json.dumps({"rtol": limit["rtol"], "atol": limit["atol"]}) + "\n")
 
 
-def onnx_tests(cases: Iterable[Case], folder: str | Path) -> Written:
-    """Write ``cases`` as ONNX backend tests under ``folder`` (see the module); what was written
-    and what was skipped, and why."""
-    return _write_all(cases, folder, _write_onnx_case, "onnx-backend-test")
+def onnx_tests(cases: Iterable[Case], folder: str | Path, model_form: str = ONNX_FORMS[0]) -> Written:
+    """Write ``cases`` as ONNX backend tests under ``folder``, the models in ``model_form`` (one of
+    ONNX_FORMS; see the module); what was written and what was skipped, and why."""
+    chosen = checked_onnx_form(model_form)
+    return _write_all(cases, folder, partial(_write_onnx_case, model_form=chosen), "onnx-backend-test")
 
 
-def write_onnx_tests(cases: Iterable[Case], folder: str | Path) -> int:
-    """Write ``cases`` as ONNX backend tests under ``folder``; the number of cases written."""
-    return len(onnx_tests(cases, folder).written)
+def write_onnx_tests(cases: Iterable[Case], folder: str | Path, model_form: str = ONNX_FORMS[0]) -> int:
+    """Write ``cases`` as ONNX backend tests under ``folder`` in ``model_form``; the number of
+    cases written."""
+    return len(onnx_tests(cases, folder, model_form).written)
 
 
 # -- OpenVINO IR tests -----------------------------------------------------------------------
@@ -251,15 +278,7 @@ def ir_case_model(case: Case) -> tuple[Any, str]:
     from ..openvino import ir_model
 
     _check_floats(case, EXPORT_FLOAT_TYPES, "ctcop's IR export")
-    dims, x = declared_dims(case), case.inputs
-    model = ir_model(
-        dtype=logits_type(case),
-        mask_dtype=x["sequence_mask"].dtype.name,
-        labels_dtype=x["labels"].dtype.name,
-        dims=(dims["T"], dims["N"], dims["C"]),
-        attributes=case.attributes,
-    )
-    return model, "lowered"
+    return ir_model(**spec_model_options(case)), "lowered"
 
 
 def ir_manifest(case: Case, model_form: str, expected: np.ndarray | None) -> dict[str, Any]:

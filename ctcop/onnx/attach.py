@@ -18,6 +18,7 @@ from ..options import Dim, ExportOptions, attached_names, chosen_output
 from ..text import described
 from . import function
 from .files import inferred_shapes, known_opset
+from .inline import inlined
 from .types import type_name
 from .writer import checked_opset, loss_node, mask_and_labels, value_info, with_function
 
@@ -71,12 +72,14 @@ def attach_onnx(
     labels_dtype: str = "int64",
     attributes: Mapping[str, Any] | None = None,
     opset: int = function.MIN_OPSET,
+    inline: bool = False,
 ) -> onnx.ModelProto:
     """``model`` with ``sequence_mask`` and ``labels`` inputs and a ``loss`` output added, the loss
     computed from the model's output ``logits_output`` (a name or an index; [T, N, C],
     float16/32/64, which gives the loss's element type and dims). The logits output is kept. Other
     options as for :func:`ctcop.onnx.onnx_model`; the model keeps its own default-domain opset
-    when newer, and is converted to ``opset`` when older."""
+    when newer, and is converted to ``opset`` when older. ``inline``: the loss node replaced by
+    its function's body (:func:`ctcop.onnx.inline.inlined`)."""
     target = checked_opset(opset)
     model = converted_model(model, target)
     logits_name = _output_name(model, logits_output)
@@ -97,7 +100,8 @@ def attach_onnx(
     out.graph.node.append(loss_node(logits_name, options))
     out.graph.output.append(value_info(loss, options.dtype, [options.dims[1]]))
     try:
-        return with_function(out, options, max(target, known_opset(model) or 0))
+        attached = with_function(out, options, max(target, known_opset(model) or 0))
     except onnx.checker.ValidationError as error:
         reason = described(error)
         raise InvalidInputError("model", f"with the loss attached it fails onnx.checker: {reason}") from None
+    return inlined(attached) if inline else attached

@@ -13,6 +13,7 @@ from ..errors import InvalidInputError
 from ..options import Dim, Dims, ExportOptions
 from ..schema import form
 from . import function
+from .inline import inlined
 from .types import tensor_type
 
 ONNX_IR_VERSION = 10
@@ -76,11 +77,14 @@ def onnx_model(
     dims: Dims = ("T", "N", "C"),
     attributes: Mapping[str, Any] | None = None,
     opset: int = function.MIN_OPSET,
+    inline: bool = False,
 ) -> onnx.ModelProto:
     """A model with inputs ``inputs`` [T,N,C], ``sequence_mask`` [T,N], ``labels`` [N,T], one
     ``ai.ctcop.CTCLoss`` node and output ``loss`` [N]. ``dtype`` is the logits' and the loss's
     element type (float16/float32/float64); each of ``dims`` is an int or a symbolic name;
     ``attributes`` are the spec's two booleans (defaults from the schema); ``opset`` >= 18.
+    ``inline``: the node replaced by its function's body, standard operators only
+    (:func:`ctcop.onnx.inline.inlined`).
     """
     options = ExportOptions.of(
         dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, dims=dims, attributes=attributes
@@ -95,4 +99,5 @@ def onnx_model(
         [value_info(x, options.dtype, [t, n, c]), *mask_and_labels(options)],
         [value_info(spec.output_name, options.dtype, [n])],
     )
-    return with_function(helper.make_model(graph, producer_name="ctcop"), options, chosen_opset)
+    model = with_function(helper.make_model(graph, producer_name="ctcop"), options, chosen_opset)
+    return inlined(model) if inline else model
