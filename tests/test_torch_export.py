@@ -36,6 +36,7 @@ pytestmark = [
 ]
 SIZES = ((4, 16), (6, 23), (2, 9))  # (N, T): the export's batch, then two others
 EXPORTERS = ("dynamo", "torchscript")
+REDUCTIONS = ("none", "mean", "sum")
 _BUILT: dict[tuple[str, bool], object] = {}  # exported sessions and converted models, reused
 
 
@@ -330,3 +331,115 @@ def test_a_subnormal_log_prob_is_finite_in_the_conversion(hint: str) -> None:
         y[1, 0, 2] = value
         expected = F.ctc_loss(*(torch.from_numpy(v) for v in (y, targets, frames, lengths)), blank=4, reduction="none")
         assert compare(compiled([y, targets, frames, lengths])[0], expected.numpy(), "float32") is None, value
+
+
+class ThreeReductions(nn.Module):
+    """ctc_loss with blank 0 under each reduction."""
+
+    def forward(self, log_probs: torch.Tensor, targets: torch.Tensor, frames: torch.Tensor, lengths: torch.Tensor):  # type: ignore[no-untyped-def]
+        return tuple(F.ctc_loss(log_probs, targets, frames, lengths, reduction=r) for r in REDUCTIONS)
+
+
+@pytest.mark.parametrize("scalar", ["target_lengths", "both"])
+def test_scalar_lengths_of_one_sample_are_pytorchs(scalar: str) -> None:
+    """PyTorch's test_CTCLoss_critical_target_len: log_probs [500, 1, 10], 256 concatenated
+    targets, target_lengths a 0-d tensor (and input_lengths too), as PyTorch accepts them for N = 1."""
+    generator = torch.Generator().manual_seed(4)
+    log_probs = torch.randn(500, 1, 10, generator=generator).log_softmax(2)
+    targets = torch.randint(1, 10, (256,), generator=generator)
+    input_lengths = torch.tensor(500, dtype=torch.int) if scalar == "both" else torch.full((1,), 500, dtype=torch.int)
+    inputs = (log_probs, targets, input_lengths, torch.tensor(256, dtype=torch.int))
+    expected = [v.numpy() for v in ThreeReductions()(*inputs)]
+    feeds = [v.numpy() for v in inputs]
+    got = {"reference_loss": [reference_loss(*feeds, reduction=r) for r in REDUCTIONS]}  # type: ignore[arg-type]
+    for exporter in EXPORTERS:
+        exported = ctcop.torch.export_onnx(ThreeReductions(), inputs, exporter=exporter)
+        session = onnxruntime.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"])
+        got[exporter] = session.run(None, dict(zip([i.name for i in session.get_inputs()], feeds, strict=True)))
+    got["openvino"] = list(compiled_openvino(ThreeReductions(), inputs)(feeds).values())
+    for where, values in got.items():
+        for reduction, value, wanted in zip(REDUCTIONS, values, expected, strict=True):
+            assert np.shape(value) == np.shape(wanted), (where, reduction)
+            assert compare(value, wanted, "float32") is None, (where, reduction)
+
+
+class Shifted(nn.Module):
+    """A model whose own code fails under torch.export (a matmul of mismatched shapes)."""
+
+    def forward(self, log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        shifted = log_probs @ torch.ones(3, 3)
+        return F.ctc_loss(shifted, targets, torch.tensor([4]), torch.tensor([1]))
+
+
+class Checked(nn.Module):
+    """A model that raises for a value of its input: an ``if`` torch.export cannot decide."""
+
+    def forward(self, log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if targets.max() > 3:
+            raise ValueError("a target above 3")
+        return F.ctc_loss(log_probs, targets, torch.tensor([4]), torch.tensor([1]))
+
+
+def test_an_if_on_values_is_traced_as_a_check_that_gives_nan() -> None:
+    """``if targets.max() > 3: raise`` cannot be traced; the export takes the branch as not
+    taken, and the loss is NaN for the values that take it (PyTorch's run raises there)."""
+    inputs = (torch.randn(4, 1, 5).log_softmax(-1), torch.tensor([[1]]))
+    exported = ctcop.torch.export_onnx(Checked(), inputs)
+    session = onnxruntime.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    for target in (1, 3, 4):
+        feeds = (inputs[0].numpy(), np.array([[target]]))
+        (got,) = session.run(None, dict(zip(names, feeds, strict=True)))
+        if target > 3:
+            with pytest.raises(ValueError, match="a target above 3"):
+                Checked()(*(torch.from_numpy(v) for v in feeds))
+            assert np.isnan(got)
+        else:
+            assert compare(got, Checked()(*(torch.from_numpy(v) for v in feeds)).numpy(), "float32") is None
+
+
+def test_the_redirect_is_absent_from_errors_it_did_not_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error of the model's own code names the model, not ctcop's redirect mode: in the
+    traceback, and in torch's report of a data-dependent guard (here one the mode is made to
+    leave undecided)."""
+    import traceback
+
+    inputs = (torch.randn(4, 1, 5).log_softmax(-1), torch.tensor([[1]]))
+    with pytest.raises(Exception) as caught:  # whatever torch raises
+        ctcop.torch.export_onnx(Shifted(), inputs)
+    text = "".join(traceback.format_exception(caught.value))
+    assert "custom_op.py" not in text and "test_torch_export.py" in text
+    monkeypatch.setattr(ctcop.torch.redirect_ctc_loss, "_truth", staticmethod(bool))
+    with pytest.raises(Exception, match="GuardOnDataDependentSymNode") as caught:
+        ctcop.torch.export_onnx(Checked(), inputs)
+    assert "custom_op.py" not in "".join(traceback.format_exception(caught.value))
+
+
+def test_extra_translations_join_ctcops() -> None:
+    """custom_translation_table: the user's translation is used; ctcop's own are not replaced;
+    the TorchScript exporter takes none."""
+    from onnxscript import opset18 as op
+
+    def relu_as_max(x):  # type: ignore[no-untyped-def]
+        return op.Max(x, op.CastLike(op.Constant(value_float=0.0), x))
+
+    inputs = (torch.randn(6, 2, 5), torch.tensor([[1, 2], [3, 3]]), torch.tensor([6, 5]), torch.tensor([2, 2]))
+    relu = {torch.ops.aten.relu.default: relu_as_max}
+    exported = ctcop.torch.export_onnx(ReluLoss(), inputs, custom_translation_table=relu)
+    kinds = {node.op_type for node in exported.graph.node}
+    assert "Max" in kinds and "Relu" not in kinds
+    session = onnxruntime.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = dict(zip([i.name for i in session.get_inputs()], [v.numpy() for v in inputs], strict=True))
+    assert compare(session.run(None, feeds)[0], ReluLoss()(*inputs).numpy(), "float32") is None
+    own = {torch.ops.aten.masked_select.default: relu_as_max}
+    with pytest.raises(ctcop.InvalidInputError, match=r"^custom_translation_table: .*ctcop's own"):
+        ctcop.torch.export_onnx(ReluLoss(), inputs, custom_translation_table=own)
+    with pytest.raises(ctcop.InvalidInputError, match=r"^custom_translation_table: the TorchScript exporter"):
+        ctcop.torch.export_onnx(ReluLoss(), inputs, exporter="torchscript", custom_translation_table=relu)
+
+
+class ReluLoss(nn.Module):
+    """ctc_loss of log_softmax(relu(x))."""
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor, frames: torch.Tensor, lengths: torch.Tensor):  # type: ignore[no-untyped-def]
+        return F.ctc_loss(torch.relu(x).log_softmax(-1), targets, frames, lengths, reduction="none")

@@ -2,7 +2,8 @@
 
 * :func:`export_onnx` writes an ONNX model in which every ``ctc_loss`` call is standard operators
   around one ``ai.ctcop.CTCLoss`` node with its model-local function (:mod:`.onnx_export`,
-  :mod:`.onnx_graph`); onnxruntime and any conforming runtime run it with no custom library;
+  :mod:`.onnx_translations`, :mod:`.onnx_graph`); onnxruntime and any conforming runtime run it
+  with no custom library;
 * :func:`ctc_loss` and :class:`CTCLoss` are PyTorch's ``F.ctc_loss`` and ``nn.CTCLoss`` (same
   values and gradients) as the custom op ``ctcop::ctc_loss`` that torch.export keeps
   (:mod:`.custom_op`);
@@ -23,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .custom_op import CTCLoss, ctc_loss, redirect_ctc_loss
-    from .onnx_export import export_onnx, finish_onnx, translation_table
+    from .onnx_export import export_onnx, finish_onnx
+    from .onnx_translations import translation_table
     from .semantics import TorchCtcCall, reference_loss
 
 _HOMES = {
@@ -32,7 +34,7 @@ _HOMES = {
     "redirect_ctc_loss": "custom_op",
     "export_onnx": "onnx_export",
     "finish_onnx": "onnx_export",
-    "translation_table": "onnx_export",
+    "translation_table": "onnx_translations",
     "TorchCtcCall": "semantics",
     "reference_loss": "semantics",
 }

@@ -12,7 +12,9 @@ PyTorch's loss.
 A model reaches it three ways: :func:`ctc_loss` and :class:`CTCLoss` (drop-in replacements for
 ``F.ctc_loss`` and ``nn.CTCLoss``), or, for a model that calls PyTorch's own ``F.ctc_loss``,
 ``torch.ctc_loss`` or ``nn.CTCLoss``, :class:`redirect_ctc_loss`, a TorchFunctionMode under which
-those calls become calls of the custom op (``ctcop.torch.export_onnx`` enters it).
+those calls become calls of the custom op (``ctcop.torch.export_onnx`` enters it). While
+torch.export traces, the mode also takes a Python ``if`` on tensor values that torch.export cannot
+decide (Hugging Face's label check) as a check that makes the losses NaN (spec 14.3).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.fx.experimental import symbolic_shapes
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.overrides import TorchFunctionMode
 
 from .semantics import REDUCTIONS, ArgumentFacts, TorchCtcCall, checked_call
@@ -169,7 +173,25 @@ def _bound(func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, A
 
 class redirect_ctc_loss(TorchFunctionMode):
     """Under this mode, calls of ``F.ctc_loss``, ``torch.ctc_loss`` (and so ``nn.CTCLoss``) are
-    checked (:func:`checked`) and become calls of ``ctcop::ctc_loss``."""
+    checked (:func:`checked`) and become calls of ``ctcop::ctc_loss``.
+
+    While torch.export traces, a Python ``if`` on tensor values that torch cannot decide
+    (``GuardOnDataDependentSymNode``: Hugging Face's ``if labels.max() >= vocab_size: raise``) is
+    traced as not taken, and every loss the mode makes after it is NaN wherever the condition
+    holds: the values for which the model would take the other branch (there: raise) get NaN,
+    as spec 14.3 gives NaN where PyTorch raises. Outputs other than the losses carry no such
+    check. The mode's own frames are hidden from torch's reports of errors it did not cause
+    (:func:`hidden_frames`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._untaken: list[torch.Tensor] = []
+
+    def __enter__(self) -> redirect_ctc_loss:
+        self._untaken = []
+        _unreported_in_torch()
+        super().__enter__()  # type: ignore[no-untyped-call]  # torch leaves it untyped
+        return self
 
     def __torch_function__(
         self,
@@ -179,9 +201,53 @@ class redirect_ctc_loss(TorchFunctionMode):
         kwargs: Mapping[str, Any] | None = None,
     ) -> Any:
         if func is F.ctc_loss or func is torch.ctc_loss:
-            a = _bound(func, args, kwargs or {})
-            values = (a["log_probs"], a["targets"], a["input_lengths"], a["target_lengths"])
-            call = checked(*values, a["blank"], a["reduction"], a["zero_infinity"])
-            reduction = REDUCTIONS.index(call.reduction)
-            return ctc_loss_op(*values, call.blank, reduction, call.zero_infinity)
+            return self._loss(_bound(func, args, kwargs or {}))
+        if func is torch.Tensor.__bool__ and torch.compiler.is_exporting():
+            return self._truth(args[0])
         return func(*args, **(kwargs or {}))
+
+    def _loss(self, a: Mapping[str, Any]) -> torch.Tensor:
+        values = (a["log_probs"], a["targets"], a["input_lengths"], a["target_lengths"])
+        call = checked(*values, a["blank"], a["reduction"], a["zero_infinity"])
+        loss: torch.Tensor = ctc_loss_op(*values, call.blank, REDUCTIONS.index(call.reduction), call.zero_infinity)
+        if self._untaken:
+            taken = torch.stack([condition.reshape(()).bool() for condition in self._untaken]).any()
+            loss = loss.masked_fill(taken, float("nan"))
+        return loss
+
+    def _truth(self, condition: torch.Tensor) -> bool:
+        """``bool(condition)``, or False (remembered for :meth:`_loss`) where torch.export
+        cannot decide it."""
+        try:
+            return bool(condition)
+        except GuardOnDataDependentSymNode:
+            self._untaken.append(condition)
+            return False
+
+
+def _unreported_in_torch() -> None:
+    """Names this file among those torch's symbolic shapes skip when they name the user's line in
+    a report ("Caused by: ..."), so an error raised under the mode names the model's line."""
+    files = getattr(symbolic_shapes, "uninteresting_files", None)
+    if files is not None:
+        files().add(__file__)
+
+
+def hidden_frames(error: BaseException) -> BaseException:
+    """``error`` (and its causes and contexts) with this mode's frames taken out of its
+    traceback: the mode only passes through calls it does not redirect."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        entries = []
+        tb = current.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is not redirect_ctc_loss.__torch_function__.__code__:
+                entries.append(tb)
+            tb = tb.tb_next
+        for outer, inner in zip(entries, [*entries[1:], None], strict=True):
+            outer.tb_next = inner
+        current.__traceback__ = entries[0] if entries else None
+        current = current.__cause__ or current.__context__
+    return error

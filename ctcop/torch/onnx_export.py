@@ -6,7 +6,8 @@ placeholder node (:mod:`ctcop.torch.onnx_graph`), which :func:`finish_onnx` expa
 * ``exporter="dynamo"`` (the default; ``torch.onnx.export(..., dynamo=True)``, torch.export and
   onnxscript): the model runs under :class:`redirect_ctc_loss`, so its ``F.ctc_loss``,
   ``torch.ctc_loss`` and ``nn.CTCLoss`` calls become ``ctcop::ctc_loss`` nodes, which
-  :func:`translation_table` translates;
+  :func:`~ctcop.torch.onnx_translations.translation_table` translates (with ``aten.masked_select``,
+  and any translations the caller adds);
 * ``exporter="torchscript"`` (``dynamo=False``, deprecated by PyTorch): a symbolic for
   ``aten::ctc_loss`` and ``ctcop::ctc_loss``, registered for the one export only.
 """
@@ -26,19 +27,15 @@ import torch
 from ..errors import InvalidInputError
 from ..onnx.files import save_onnx
 from ..onnx.function import MIN_OPSET
-from ..onnx.types import tensor_type
 from . import onnx_graph
-from .custom_op import redirect_ctc_loss
+from .custom_op import hidden_frames, redirect_ctc_loss
+from .onnx_translations import translation_table
 from .semantics import ArgumentFacts, checked_call
 
 EXPORTERS = ("dynamo", "torchscript")
 DEFAULT_OPSET = 20
 _SCALAR_NAMES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64"}
 _SCALAR_NAMES |= {"Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
-
-
-def _placeholder_attributes(call_attributes: dict[str, int], dtype: str) -> dict[str, int]:
-    return {**call_attributes, "dtype": tensor_type(dtype)}
 
 
 # -- the TorchScript exporter ---------------------------------------------------------------------
@@ -79,7 +76,7 @@ def _symbolic(g: Any, *values: Any) -> Any:
     zero_infinity = symbolic_helper._maybe_get_const(values[6], "b")
     facts = _script_facts(tensors, _listed(g))
     call = checked_call(blank, reduction, bool(zero_infinity), facts)
-    attributes = _placeholder_attributes(call.attributes(), facts.log_prob_type)
+    attributes = onnx_graph.placeholder_attributes(call.attributes(), facts.log_prob_type)
     out = g.op(f"{onnx_graph.DOMAIN}::{onnx_graph.OP_TYPE}", *tensors, **{f"{k}_i": v for k, v in attributes.items()})
     sizes = symbolic_helper._get_tensor_sizes(tensors[0]) or [None] * 3
     out.setType(tensors[0].type().with_sizes(sizes[1:2] if call.reduction == "none" and call.batched else []))
@@ -105,6 +102,8 @@ def _symbolics(opset: int) -> Iterator[None]:
 def _torchscript(model: torch.nn.Module, args: tuple[Any, ...], options: dict[str, Any], opset: int) -> onnx.ModelProto:
     if options.pop("dynamic_shapes", None) is not None:
         raise InvalidInputError("dynamic_shapes", "the TorchScript exporter takes dynamic_axes")
+    if options.pop("custom_translation_table", None) is not None:
+        raise InvalidInputError("custom_translation_table", "the TorchScript exporter takes no translations")
     with tempfile.TemporaryDirectory() as folder, _symbolics(opset), torch.no_grad():
         path = os.path.join(folder, "model.onnx")
         torch.onnx.export(
@@ -116,71 +115,19 @@ def _torchscript(model: torch.nn.Module, args: tuple[Any, ...], options: dict[st
 # -- the torch.export-based exporter ----------------------------------------------------------------
 
 
-def _placeholder_schema() -> onnx.defs.OpSchema:
-    """An OpSchema for the placeholder, given to onnxscript's Op (nothing is registered)."""
-    schema = onnx.defs.OpSchema
-    inputs = [schema.FormalParameter(name, f"T{k}") for k, name in enumerate(onnx_graph.INPUTS)]
-    types = ["tensor(float16)", "tensor(float)", "tensor(double)"]
-    integers = [f"tensor({t})" for t in ("int8", "int16", "int32", "int64", "uint8", "bool", "float", "double")]
-    constraints = [("T0", types, ""), *((f"T{k}", integers, "") for k in (1, 2, 3))]
-    names = ("blank", "reduction", "zero_infinity", "batched", "concatenated", "dtype")
-    return schema(
-        onnx_graph.OP_TYPE,
-        onnx_graph.DOMAIN,
-        1,
-        inputs=inputs,
-        outputs=[schema.FormalParameter("loss", "T0")],
-        type_constraints=constraints,
-        attributes=[schema.Attribute(name, schema.AttrType.INT, "") for name in names],
-    )
-
-
-def _translation(
-    log_probs: Any,
-    targets: Any,
-    input_lengths: Any,
-    target_lengths: Any,
-    blank: int,
-    reduction: int,
-    zero_infinity: bool,
-) -> Any:
-    """``ctcop::ctc_loss`` in the torch.export-based exporter: one placeholder node."""
-    import onnxscript
-
-    def rank(value: Any) -> int | None:
-        return None if value.shape is None else len(value.shape)
-
-    def type_name(value: Any) -> str:
-        return str(value.dtype.numpy().name) if value.dtype is not None else "?"
-
-    tensors = (log_probs, targets, input_lengths, target_lengths)
-    ranks = tuple(rank(v) for v in tensors)
-    classes = log_probs.shape[-1] if ranks[0] in (2, 3) else None
-    types = (type_name(input_lengths), type_name(target_lengths))
-    facts = ArgumentFacts(ranks, type_name(log_probs), types, classes if isinstance(classes, int) else None)
-    call = checked_call(blank, reduction, zero_infinity, facts)
-    attributes = _placeholder_attributes(call.attributes(), facts.log_prob_type)
-    placeholder = onnxscript.values.Op(
-        onnxscript.values.Opset(onnx_graph.DOMAIN, 1), onnx_graph.OP_TYPE, _placeholder_schema()
-    )
-    return placeholder(*tensors, **attributes)
-
-
-def translation_table() -> dict[Callable[..., Any], Callable[..., Any]]:
-    """``custom_translation_table`` for ``torch.onnx.export(..., dynamo=True)`` of a model that
-    calls ``ctcop::ctc_loss`` (:func:`ctcop.torch.ctc_loss`, :class:`ctcop.torch.CTCLoss`, or
-    PyTorch's under :class:`redirect_ctc_loss`); then :func:`finish_onnx` the result."""
-    return {torch.ops.ctcop.ctc_loss.default: _translation}
-
-
 def _dynamo(model: torch.nn.Module, args: tuple[Any, ...], options: dict[str, Any], opset: int) -> onnx.ModelProto:
     try:
         import onnxscript  # noqa: F401 - torch's exporter needs it; say so before it does
     except ImportError:
         raise InvalidInputError("exporter", "'dynamo' needs the onnxscript package (pip install onnxscript)") from None
+    table = translation_table()
+    extra = options.pop("custom_translation_table", {})
+    if any(key in table for key in extra):
+        names = ", ".join(str(key) for key in table)
+        raise InvalidInputError("custom_translation_table", f"{names} are ctcop's own translations")
     with redirect_ctc_loss():
         program = torch.onnx.export(
-            model, args, dynamo=True, opset_version=opset, custom_translation_table=translation_table(), **options
+            model, args, dynamo=True, opset_version=opset, custom_translation_table=table | extra, **options
         )
     if program is None:  # pragma: no cover - dynamo=True always returns the program
         raise InvalidInputError("exporter", "torch.onnx.export returned no program")
@@ -217,15 +164,21 @@ def export_onnx(
     dynamic_shapes: Any = None,
     opset: int = DEFAULT_OPSET,
     exporter: str = "dynamo",
+    custom_translation_table: Mapping[Callable[..., Any], Any] | None = None,
 ) -> onnx.ModelProto:
     """Export ``model(*args, **kwargs)``, whose forward calls ``F.ctc_loss``, ``torch.ctc_loss``,
     ``nn.CTCLoss`` or ctcop's drop-ins, to ONNX: each call becomes standard operators around one
     ``ai.ctcop.CTCLoss`` node, computing what PyTorch computes (spec 14), with the node's
     model-local function; checked with ``onnx.checker`` (full_check) and written to ``path`` when
     given. ``dynamic_axes`` ({input or output name: {axis: name}}) works with either exporter,
-    ``dynamic_shapes`` (torch.export's) with "dynamo". ``opset`` >= 18. A call that no graph can
-    express exactly (lengths as Python lists, ...) is an :class:`InvalidInputError` naming the
-    argument."""
+    ``dynamic_shapes`` (torch.export's) with "dynamo". ``opset`` >= 18. ``custom_translation_table``
+    ({torch op: onnxscript function}, "dynamo" only) adds translations of operators that
+    onnxscript's library lacks to ctcop's (:func:`translation_table`: ``ctcop::ctc_loss`` and
+    ``aten.masked_select``, which it may not replace). A call that no graph can express exactly
+    (lengths as Python lists, ...) is an :class:`InvalidInputError` naming the argument. Under
+    "dynamo" the model runs under :class:`redirect_ctc_loss`: a Python ``if`` on tensor values
+    that torch.export cannot decide is traced as not taken and the losses are NaN where it would
+    be taken (spec 14.3)."""
     if exporter not in EXPORTERS:
         raise InvalidInputError("exporter", f"{exporter!r} is not one of {', '.join(EXPORTERS)}")
     if (
@@ -240,6 +193,7 @@ def export_onnx(
         "kwargs": dict(kwargs) if kwargs else None,
         "dynamic_axes": dynamic_axes,
         "dynamic_shapes": dynamic_shapes,
+        "custom_translation_table": dict(custom_translation_table) if custom_translation_table else None,
     }
     options = {key: value for key, value in options.items() if value is not None}
     export = _dynamo if exporter == "dynamo" else _torchscript
@@ -248,7 +202,7 @@ def export_onnx(
     except Exception as error:  # PyTorch's exporters wrap what ctcop's rules raise: raise that
         cause = _ctcop_cause(error)
         if cause is None:
-            raise
+            raise hidden_frames(error)  # noqa: B904 - the error itself, re-raised
         raise cause from None
     model_proto = finish_onnx(exported)
     if path is not None:

@@ -21,17 +21,21 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..attributes import Attributes
-from ..errors import InvalidInputError
-from ..onnx import function
 from ..onnx.graph import GraphBuilder, Sizes, fitted
-from ..onnx.writer import ctc_node, with_function
-from ..options import ExportOptions
+from ..onnx.placeholder import expand_placeholders
+from ..onnx.types import tensor_type
+from ..onnx.writer import ctc_node
 from .semantics import DEAD_LOSS, STAND_IN_GAP, UNREAD_GAP, TorchCtcCall
 
 DOMAIN = "ai.ctcop.torch"
 OP_TYPE = "CTCLoss"
 INPUTS = ("log_probs", "targets", "input_lengths", "target_lengths")
 BOOL, INT32, INT64, DOUBLE = TensorProto.BOOL, TensorProto.INT32, TensorProto.INT64, TensorProto.DOUBLE
+
+
+def placeholder_attributes(call_attributes: dict[str, int], dtype: str) -> dict[str, int]:
+    """The placeholder node's attributes: the call's and ``dtype``, the element type of log_probs."""
+    return {**call_attributes, "dtype": tensor_type(dtype)}
 
 
 def _differs(g: GraphBuilder, values: str, length: str) -> str:
@@ -204,61 +208,8 @@ def _expansion(g: GraphBuilder, node: onnx.NodeProto, name: str) -> None:
     g.node("Cast", [_reduced(g, loss, lengths, call)], [node.output[0]], to=dtype)
 
 
-def _placeholders(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """The placeholder nodes of the main graph; one anywhere else is an error."""
-    for where, nodes in [*((f"function {f.name}", f.node) for f in model.functions)]:
-        if any(n.domain == DOMAIN for n in nodes):
-            raise InvalidInputError("model", f"{where} holds an {DOMAIN}.{OP_TYPE} node: only the main graph may")
-    for node in model.graph.node:
-        for attribute in node.attribute:
-            graphs = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
-            if any(n.domain == DOMAIN for sub in graphs for n in sub.node):
-                raise InvalidInputError("model", f"a subgraph of {node.name!r} holds an {DOMAIN}.{OP_TYPE} node")
-    return [n for n in model.graph.node if n.domain == DOMAIN and n.op_type == OP_TYPE]
-
-
-def _compute_type(placeholders: list[onnx.NodeProto]) -> str:
-    """The function's compute type: float64 when the calls are float64, float32 otherwise."""
-    kinds = set()
-    for node in placeholders:
-        dtype = next(int(helper.get_attribute_value(a)) for a in node.attribute if a.name == "dtype")
-        kinds.add("float64" if dtype == DOUBLE else "float32")
-    if len(kinds) > 1:
-        raise InvalidInputError(
-            "model", "ctc_loss on float64 and on other log_probs in one model: one function serves one"
-        )
-    return kinds.pop()
-
-
 def finish_onnx(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` (as PyTorch's exporter wrote it with ctcop's symbolic or translation) with every
     ``ai.ctcop.torch.CTCLoss`` placeholder replaced by its expansion and the ``ai.ctcop.CTCLoss``
     function added; checked with ``onnx.checker`` (full_check). Changes ``model`` in place."""
-    placeholders = _placeholders(model)
-    if not placeholders:
-        raise InvalidInputError("model", f"holds no {DOMAIN}.{OP_TYPE} node (no ctc_loss call was exported)")
-    opset = max((op.version for op in model.opset_import if op.domain in ("", "ai.onnx")), default=0)
-    if opset < function.MIN_OPSET:
-        raise InvalidInputError("opset", f"{opset}: the ai.ctcop.CTCLoss function needs {function.MIN_OPSET} or later")
-    compute = _compute_type(placeholders)
-    taken = {name for node in model.graph.node for name in (*node.input, *node.output, node.name)}
-    nodes: list[onnx.NodeProto] = []
-    for k, node in enumerate(model.graph.node):
-        if node.domain != DOMAIN:
-            nodes.append(node)
-            continue
-        prefix = f"ctcop_torch_{k}/"
-        while any(name.startswith(prefix) for name in taken):
-            prefix = "_" + prefix
-        g = GraphBuilder(prefix)
-        _expansion(g, node, f"{prefix}ctc_loss")
-        nodes.extend(g.nodes)
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
-    imports = [op for op in model.opset_import if op.domain != DOMAIN]
-    del model.opset_import[:]
-    model.opset_import.extend(imports)
-    options = ExportOptions.of(
-        dtype=compute, mask_dtype="int32", labels_dtype="int64", dims=("T", "N", "C"), attributes=None
-    )
-    return with_function(model, options, opset)
+    return expand_placeholders(model, DOMAIN, OP_TYPE, _expansion, "ctc_loss call")

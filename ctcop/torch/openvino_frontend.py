@@ -8,7 +8,9 @@ of CTCLoss-4 (:func:`ctcop.openvino.lowering.lower`), so a converted model never
 native kernel's defects (spec 12.2) and computes what PyTorch computes. Like the lowering it is a
 total function: where PyTorch raises for the values of the lengths or targets, the samples
 concerned are NaN; +inf and NaN are made at run time (D7); integer inputs are range-checked on a
-float32 copy before the CPU plugin's narrowing to int32 can wrap them (D6).
+float32 copy before the CPU plugin's narrowing to int32 can wrap them (D6). A rule for
+``aten.masked_select`` of an ExportedProgram, which the frontend lacks there and Hugging Face's CTC
+loss uses, comes with them.
 
 :func:`openvino_extensions` (``ctcop.openvino_extensions``) is the OpenVINO wing's extensions
 (:func:`ctcop.openvino.openvino_extensions`) with these rules added. Importing this module
@@ -34,6 +36,7 @@ from .semantics import DEAD_LOSS, STAND_IN_GAP, UNREAD_GAP, ArgumentFacts, Torch
 # TorchScript names (convert_model of a module, traced) and the torch.export name of the custom op
 # (convert_model of an ExportedProgram made under ctcop.torch.redirect_ctc_loss or with ctcop's CTCLoss).
 OPERATIONS = ("aten::ctc_loss", "ctcop::ctc_loss", "ctcop.ctc_loss.default")
+MASKED_SELECT = "aten.masked_select.default"  # no rule in the frontend's ExportedProgram route
 LIST_NODE = "SequenceMark"  # how the PyTorch frontend hands over a list (a Python int list traced)
 
 
@@ -249,13 +252,25 @@ def _convert(context: Any) -> list[ov.Output]:
     return [torch_loss(inputs, call).output(0)]
 
 
+def _masked_select(context: Any) -> list[ov.Output]:
+    """``aten.masked_select`` of an ExportedProgram (the frontend converts the TorchScript
+    ``aten::masked_select`` itself): the entries of ``values`` where ``mask`` (broadcast
+    together) is true, in row-major order, 1-D: GatherND at the Transpose of NonZero."""
+    values, mask = context.get_input(0), context.get_input(1)
+    broadcast = ops.select(mask, values, values)
+    where = ops.non_zero(ops.broadcast(mask, ops.shape_of(broadcast, "i64")), "i64")
+    return [ops.gather_nd(broadcast, ops.transpose(where, _i64([1, 0])), 0).output(0)]
+
+
 def torch_extensions() -> list[Any]:
-    """PyTorch-frontend ConversionExtensions for ``aten::ctc_loss`` and ``ctcop::ctc_loss``, to
-    pass to ``openvino.convert_model(..., extension=...)`` (``ctcop.openvino_extensions()``
-    includes them)."""
+    """PyTorch-frontend ConversionExtensions for ``aten::ctc_loss`` and ``ctcop::ctc_loss``, and
+    for ``aten.masked_select`` of an ExportedProgram (Hugging Face's CTC loss concatenates its
+    targets with it), to pass to ``openvino.convert_model(..., extension=...)``
+    (``ctcop.openvino_extensions()`` includes them)."""
     from openvino.frontend.pytorch import ConversionExtension
 
-    return [ConversionExtension(name, _convert) for name in OPERATIONS]
+    rules = [ConversionExtension(name, _convert) for name in OPERATIONS]
+    return [*rules, ConversionExtension(MASKED_SELECT, _masked_select)]
 
 
 def openvino_extensions(*, pytorch: bool | None = None) -> list[Any]:

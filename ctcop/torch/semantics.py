@@ -122,8 +122,8 @@ def _check_lengths(facts: ArgumentFacts, batched: bool) -> None:
                 "a Python list of ints would become a constant of the exported graph, while PyTorch reads "
                 "it anew on every call: pass an integer tensor",
             )
-        if rank not in ((1,) if batched else (0, 1)):
-            shape = "[N]" if batched else "a scalar or [1]"
+        if rank not in (0, 1):
+            shape = "[N] (or a scalar when N is 1)" if batched else "a scalar or [1]"
             raise InvalidInputError(name, f"rank {rank}: PyTorch's ctc_loss takes {shape} here")
         if dtype not in LENGTH_TYPES:
             raise InvalidInputError(name, f"element type {dtype}: PyTorch requires an integral type")
