@@ -3,7 +3,7 @@
 For every installed framework: its peer agrees with the reference (loss by the suite's rule,
 gradient by the suite's per-sample gradient rule, both by
 :func:`ctcop.conformance.verdict.judge`) on representative valid cases, and its departures
-(registry ids D21-D43, ``ctcop defects``) are checked against the installed version through
+(registry ids D21-D50, ``ctcop defects``) are checked against the installed version through
 ``reproduces``: on the version the registry was measured on each must show in its exact shape; on
 another one a departure that no longer shows is a re-measure warning (then the peer's docstring
 and the README's table of peers can be revisited). Frameworks are imported through
@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 from registered import reproduces
 
-from ctcop.conformance import corpus, verdict
+from ctcop.conformance import corpus, known, verdict
 from ctcop.conformance.case import Case
-from ctcop.conformance.peers import PEERS
+from ctcop.conformance.peers import PEERS, warpctc
 from ctcop.conformance.peers.tf_ctc import sparse_targets
 from ctcop.conformance.protocol import Outcome, Unsupported
+from ctcop.isolated import Failed
 from ctcop.tolerance import compare
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -80,6 +81,13 @@ def jax():
     return pytest.importorskip("jax")
 
 
+@pytest.fixture(scope="module")
+def paddle() -> None:
+    # the peer runs Paddle in child processes: importing it here, after TensorFlow, kills pytest
+    if PEERS["warpctc"].available() is not None:
+        pytest.skip("paddle not installed")
+
+
 AGREE = {
     "torch": [
         "spec/hand_worked/float64",
@@ -101,8 +109,16 @@ AGREE = {
         "released/flags_collapse_nomerge/int32/float32",
     ],
     "optax": ["spec/hand_worked/float64", "spec/interior_pads/float32", "released/blank_first/int32/float32"],
+    "warpctc": [
+        "spec/hand_worked/float32",
+        "spec/long_sequence/float64",
+        "spec/interior_pads/float32",
+        "spec/nan_in_masked_frames/float32",
+        "released/blank_first/int64/float64",
+        "released/junk_after_length/int32/float32",
+    ],
 }
-FRAMEWORK = {"torch": "torch", "tensorflow": "tf", "tensorflow-v1": "tf", "optax": "jax"}
+FRAMEWORK = {"torch": "torch", "tensorflow": "tf", "tensorflow-v1": "tf", "optax": "jax", "warpctc": "paddle"}
 
 
 @pytest.mark.parametrize(("name", "case_id"), [(name, case_id) for name, ids in AGREE.items() for case_id in ids])
@@ -115,7 +131,7 @@ def test_peer_agrees_with_the_reference(name: str, case_id: str, request: pytest
 
 
 def test_importing_the_peers_loads_no_framework() -> None:
-    heavy = "{'torch', 'tensorflow', 'jax', 'optax'}"
+    heavy = "{'torch', 'tensorflow', 'jax', 'optax', 'paddle'}"
     code = f"import sys, ctcop.conformance.peers; print(sorted({heavy} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.stdout.strip() == "[]", result.stderr
@@ -347,3 +363,66 @@ def test_optax_compilations_are_kept_for_later_processes(jax) -> None:
     run("optax", "spec/hand_worked/float64")
     assert jax.config.jax_compilation_cache_dir
     assert jax.config.jax_persistent_cache_min_compile_time_secs == 0
+
+
+# -- warp-ctc through paddle.nn.functional.ctc_loss ----------------------------------------------
+
+
+def test_warpctc_outside_its_semantics_is_a_skip(paddle) -> None:
+    for case_id, reason in [
+        ("spec/exactly_feasible_nomerge/float32", "merge_repeated=false"),
+        ("spec/hand_worked/bfloat16", "bfloat16"),
+        ("invalid/released/blank_index_rank_1", "blank_index has shape \\[1\\]"),
+    ]:
+        with pytest.raises(Unsupported, match=reason):
+            PEERS["warpctc"].run(case(case_id))
+
+
+def test_d44_warpctc_infeasible_target_gives_zero(paddle) -> None:
+    # warp-ctc returns early when a target needs more frames than it has: loss 0, gradient 0
+    chosen, got = run("warpctc", "spec/infeasible_too_long/float32")
+    assert np.isinf(chosen.expected_loss[1:]).all()
+    assert compare(got.loss[:1], chosen.expected_loss[:1], "float32") is None
+    if reproduces("D44", bool((got.loss[1:] == 0).all())):
+        assert not got.grad[:, 1:].any()
+
+
+def test_d44_is_how_the_suite_classifies_it(paddle) -> None:
+    chosen = case("spec/infeasible_too_long/float32")
+    result = known.default().apply(verdict.judge(PEERS["warpctc"], chosen, "warpctc"), chosen.tags)
+    if reproduces("D44", result.status == "xfail"):
+        assert result.defect == "D44"
+
+
+def test_d48_warpctc_softmax_floor(paddle) -> None:
+    # every frame of the target's only path is below the smallest normal number: each costs 87.3
+    chosen, got = run("warpctc", "spec/logits_1e4/float32")
+    floor = -np.log(np.finfo(np.float32).tiny)
+    if reproduces("D48", got.loss[0] < chosen.expected_loss[0] / 10):
+        assert got.loss[0] <= chosen.inputs["sequence_mask"][:, 0].sum() * floor
+
+
+@pytest.mark.parametrize("case_id", ["spec/no_frames/float32", "spec/empty_batch/float32"])
+def test_d47_warpctc_refuses_empty_logits(paddle, case_id: str) -> None:
+    message = refusal("warpctc", case_id, Failed)  # Paddle's ValueError, raised in its process
+    if reproduces("D47", message is not None, case_id):
+        assert "The input size can not be zero" in str(message)
+
+
+def test_warpctc_calls_that_write_past_its_buffers_run_apart(paddle) -> None:
+    spec = case("spec/zero_length_sequences/float32")  # sample 0: no frame, empty target
+    arrays = {"logits": spec.inputs["inputs"], "frames": spec.inputs["sequence_mask"].sum(axis=0)}
+    assert warpctc.unsafe({**arrays, "lengths": np.array([0, 1, 2])}, spec=True)
+    assert not warpctc.unsafe({**arrays, "lengths": np.array([1, 1, 2])}, spec=True)
+    assert warpctc.unsafe({**arrays, "lengths": np.array([1, -1, 2])}, spec=True)
+
+
+def test_d45_warpctc_no_frame_and_no_label(paddle) -> None:
+    # the throwaway process gives +inf, or dies of the heap it corrupted and takes its caller along
+    code = (
+        "from ctcop.conformance import corpus; from ctcop.conformance.peers import PEERS; "
+        "print(PEERS['warpctc'].run(corpus.load(corpus.case_folder(corpus.default_root(), "
+        "'spec/zero_length_sequences/float32'))).loss[0])"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    reproduces("D45", result.stdout.strip() == "inf" or result.returncode == -signal.SIGABRT)

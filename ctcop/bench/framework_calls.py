@@ -1,6 +1,7 @@
 """The frameworks' CTC losses as the bench calls them: PyTorch (float32 and float64 forward,
 float64 forward and backward), TensorFlow's ``tf.nn.ctc_loss`` (sparse labels: its CTC kernel),
-optax (jitted) and OpenVINO's native CTCLoss-4. Each is prepared as its users hold it before a
+optax (jitted), warp-ctc through PaddlePaddle (float32 loss and gradient) and OpenVINO's native
+CTCLoss-4. Each is prepared as its users hold it before a
 loss is computed (tensors built, layout converted, compiled) and imported by name on first use."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..conformance.peers.warpctc import paddle
 from ..frameworks import framework
 from ..native_stderr import native_stderr_silenced
 from .prepared import Layout, Prepare, Prepared, Result, layout, openvino_config, openvino_infer
@@ -117,6 +119,28 @@ def tensorflow(x: Inputs, threads: int) -> Prepared:
         concrete = function.get_concrete_function(*arguments)
         compile_s = time.perf_counter() - start
     return Prepared(lambda: (concrete(*arguments).numpy(), None), compile_s)
+
+
+# -- warp-ctc (PaddlePaddle) -------------------------------------------------------------------
+
+
+def warpctc(x: Inputs, _: int) -> Prepared:
+    """``paddle.nn.functional.ctc_loss`` (warp-ctc: its own softmax, loss and gradient in one
+    pass, one CPU thread whatever the bench's count) of time-major float32 logits, then
+    ``backward`` of the sum: the gradient with respect to the logits."""
+    p, ready = paddle(), layout(x)
+    leaf = p.to_tensor(x.logits, stop_gradient=False)
+    labels = p.to_tensor(ready.narrow_targets.astype(np.int32))
+    lengths, target_lengths = p.to_tensor(ready.lengths), p.to_tensor(ready.target_lengths)
+    ctc_loss, blank = p.nn.functional.ctc_loss, ready.blank
+
+    def call() -> Result:
+        leaf.clear_gradient()
+        loss = ctc_loss(leaf, labels, lengths, target_lengths, blank=blank, reduction="none")
+        loss.sum().backward()
+        return loss.numpy(), leaf.grad.numpy()
+
+    return Prepared(call)
 
 
 # -- optax (JAX) -----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..frameworks import missing
 from .ctcop_calls import ctcop_forward, ctcop_grad, exp_floor, onnxruntime, openvino_ir, openvino_onnx
-from .framework_calls import openvino_native, optax, tensorflow, torch_backward, torch_forward
+from .framework_calls import openvino_native, optax, tensorflow, torch_backward, torch_forward, warpctc
 from .prepared import Prepare
 
 
@@ -90,6 +90,14 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         ),
         Implementation(
             "torch-f64-grad", "pt64+b", "PyTorch float64 forward + backward", ("torch",), torch_backward, True
+        ),
+        Implementation(
+            "warpctc",
+            "wctc32+g",
+            "warp-ctc through PaddlePaddle float32 loss and gradient (ctc_loss + backward; one thread, Paddle's)",
+            ("paddle",),
+            warpctc,
+            True,
         ),
         Implementation(
             "tensorflow",

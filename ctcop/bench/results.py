@@ -40,6 +40,7 @@ PACKAGES = (
     "jax",
     "jaxlib",
     "optax",
+    "paddlepaddle",
 )
 
 
