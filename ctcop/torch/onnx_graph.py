@@ -21,11 +21,11 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..attributes import Attributes
-from ..onnx.graph import GraphBuilder, Sizes, fitted
+from ..onnx.graph import GraphBuilder, Sizes, any_along, fitted
 from ..onnx.placeholder import expand_placeholders
 from ..onnx.types import tensor_type
 from ..onnx.writer import ctc_node
-from .semantics import DEAD_LOSS, STAND_IN_GAP, UNREAD_GAP, TorchCtcCall
+from .semantics import DEAD_LOSS, STAND_IN_GAP, TorchCtcCall
 
 DOMAIN = "ai.ctcop.torch"
 OP_TYPE = "CTCLoss"
@@ -86,9 +86,9 @@ def _concatenated_rows(g: GraphBuilder, targets: str, lengths: _Lengths, sizes: 
 
 
 def _labels(g: GraphBuilder, rows: str, lengths: _Lengths, blank: int, sizes: Sizes) -> str:
-    """CTCLoss-4 labels [N, T] over the C + 1 classes of :func:`_with_blank_last`: inside each
-    target its classes as they are, except ``blank`` and negative values, which become -2 (an
-    invalid label: NaN by rule 3.3, as is a value >= C); -1 outside."""
+    """Label rows [N, T] over the C classes: inside each target its classes as they are, except
+    ``blank`` and negative values, which become -2 (an invalid label: NaN by rule 3.3, as is a
+    value >= C); -1 outside."""
     columns = g.Range(g.i64(0), sizes.frame_count, g.i64(1))
     inside = g.Less(g.Unsqueeze(columns, g.i64([0])), g.Unsqueeze(lengths.targets, g.i64([1])))
     invalid = g.Or(g.Less(rows, g.i64(0)), g.Equal(rows, g.i64(blank)))
@@ -102,52 +102,81 @@ def _mask(g: GraphBuilder, lengths: _Lengths, sizes: Sizes) -> tuple[str, str]:
     return g.Cast(active, to=INT32), active
 
 
-def _with_blank_last(g: GraphBuilder, values: str, blank: int) -> str:
-    """[T, N, C + 1]: ``values`` and a copy of class ``blank`` appended, CTCLoss-4's blank. The
-    original column stays in place (no label names it, so no path reads it) and only changes the
-    softmax's denominator, which the correction takes into account: one Concat, several times
-    faster in onnxruntime than moving the column (a Gather on the class axis, or Slices). A blank
-    >= C (a batch fault) appends nothing: the Slice clamps."""
-    column = g.Slice(values, g.i64([blank]), g.i64([blank + 1]), g.i64([2]))
-    return g.Concat(values, column, axis=2)
+@dataclass(frozen=True)
+class _Compacted:
+    """The classes a path can read (:func:`ctcop.torch.semantics.compacted`): ``columns``
+    [N, D + 1], the class of each column fed to CTCLoss-4 (sample i's distinct target classes in
+    ascending order, then copies of the blank, the last its CTCLoss-4 blank), and ``labels``
+    [N, T] relabelled by column (-1 and -2 kept, a class >= C -2)."""
+
+    columns: str
+    labels: str
 
 
-def _readable(g: GraphBuilder, labels: str, values: str) -> str:
-    """[1, N, W] bool for the W = C + 1 classes of ``values`` [T, N, W]: the classes a path of each
-    sample can read (its targets, from the CTCLoss-4 ``labels`` [N, T], and the blank's copy
-    W - 1): a ScatterElements of ones. (W is C when ``blank`` >= C, a batch fault: all NaN.)"""
-    width = g.Shape(values, start=2, end=3)
-    last = g.Sub(g.Squeeze(width, g.i64([0])), g.i64(1))
-    is_class = g.And(g.GreaterOrEqual(labels, g.i64(0)), g.Less(labels, last))
-    rows = g.Shape(labels, start=0, end=1)
-    index = g.Concat(g.Where(is_class, labels, last), g.Expand(last, g.Concat(rows, g.i64([1]), axis=0)), axis=1)
-    zeros = g.Expand(g.i64(0), g.Concat(rows, width, axis=0))
-    read = g.ScatterElements(zeros, index, g.Expand(g.i64(1), g.Shape(index)), axis=1)
-    return g.Unsqueeze(g.Cast(read, to=BOOL), g.i64([0]))
+def _ascending(g: GraphBuilder, values: str, count: str) -> tuple[str, str]:
+    """The ``count`` [1] smallest entries of each row of ``values`` [N, K], ascending, and their
+    positions (TopK)."""
+    smallest, positions = g.fresh("ascending"), g.fresh("positions")
+    g.node("TopK", [values, count], [smallest, positions], axis=1, largest=0)
+    return smallest, positions
 
 
-def _logits(g: GraphBuilder, x: str, dtype: int, compute: int, blank: int, labels: str) -> tuple[str, str]:
-    """The logits CTCLoss-4 gets (compute type; the blank's copy appended; every -inf replaced by
-    its frame's top minus STAND_IN_GAP, the top being the maximum over the classes the sample
-    reads (:func:`_readable` of ``labels``; 0 for a frame of -inf only); every unread value above
-    ``top + UNREAD_GAP`` replaced by ``top``, +inf by NaN) and the shift of each frame's
-    log-sum-exp [T, N, 1] (the maximum of those logits, 0 for a frame of -inf only)."""
-    values = _with_blank_last(g, x if dtype == compute else g.Cast(x, to=compute), blank)
-    readable = _readable(g, labels, values)
-    last = g.Slice(values, g.i64([-1]), g.i64([np.iinfo(np.int64).max]), g.i64([2]))
-    top = g.ReduceMax(g.Where(readable, values, last), g.i64([2]), keepdims=1)  # the blank's copy is read
-    top = g.Where(g.IsInf(top, detect_positive=0), g.const(0.0, compute), top)
+def _compacted(g: GraphBuilder, labels: str, lengths: _Lengths, blank: int, sizes: Sizes) -> _Compacted:
+    """:class:`_Compacted` from :func:`_labels` rows [N, T]: a sort of each row's first K entries
+    (K the longest target, at most T) and one -1 (no sort is then of 0 entries, and each row's
+    last sorted class is a C, a blank column), in which a class's column is the count of
+    distinct classes below it."""
+    longest = g.Min(g.Max(lengths.targets, g.i64(0)), sizes.frames)
+    width = g.ReduceMax(g.Concat(longest, g.i64([0]), axis=0), keepdims=1)
+    labels = g.Pad(g.Slice(labels, g.i64([0]), width, g.i64([1])), g.i64([0, 0, 0, 1]), g.i64(-1))
+    valid = g.And(g.GreaterOrEqual(labels, g.i64(0)), g.Less(labels, sizes.class_count))
+    ascending, order = _ascending(g, g.Where(valid, labels, sizes.class_count), g.Add(width, g.i64(1)))
+    previous = g.Pad(g.Slice(ascending, g.i64([0]), g.i64([-1]), g.i64([1])), g.i64([0, 1, 0, 0]), g.i64(-1))
+    new = g.Cast(g.And(g.Not(g.Equal(ascending, previous)), g.Less(ascending, sizes.class_count)), to=INT64)
+    column = g.Sub(g.CumSum(new, g.i64(1)), g.i64(1))
+    relabelled = g.ScatterElements(g.Sub(order, order), order, column, axis=1)
+    relabelled = g.Where(valid, relabelled, g.Where(g.Less(labels, g.i64(0)), labels, g.i64(-2)))
+    count = g.ReduceMax(g.Concat(g.ReduceSum(new, g.i64([1]), keepdims=0), g.i64([0]), axis=0), keepdims=1)
+    distinct = g.Where(g.Cast(new, to=BOOL), ascending, sizes.class_count)
+    classes, _ = _ascending(g, distinct, g.Add(count, g.i64(1)))
+    # a blank >= C (a batch fault: all NaN) reads class C - 1
+    blank_class = g.Min(g.i64(blank), g.Sub(sizes.class_count, g.i64(1)))
+    columns = g.Where(g.Less(classes, sizes.class_count), classes, blank_class)
+    rows = fitted(g, relabelled, g.Concat(sizes.batch, sizes.frames, axis=0), g.i64(-1), 2)
+    return _Compacted(columns, rows)
+
+
+def _read(g: GraphBuilder, x: str, columns: str, sizes: Sizes) -> str:
+    """[T, N, D + 1]: the values of ``x`` [T, N, C] in the ``columns`` [N, D + 1]."""
+    shape = g.Concat(sizes.frames, g.Shape(columns), axis=0)
+    return g.GatherElements(x, g.Expand(g.Unsqueeze(columns, g.i64([0])), shape), axis=2)
+
+
+def _non_finite(g: GraphBuilder, x: str) -> str:
+    """[T, N] bool: the frames of ``x`` holding NaN or +inf in any class (spec 4.4), read off
+    one sum over the classes (NaN or +inf; a ReduceMax may skip NaN), which the frame's finite
+    values can reach too only when they sum past the largest finite value."""
+    total = g.ReduceSum(x, g.i64([2]), keepdims=0)
+    return g.Or(g.IsNaN(total), g.IsInf(total, detect_negative=0))
+
+
+def _logits(g: GraphBuilder, read: str, compute: int) -> tuple[str, str]:
+    """The logits CTCLoss-4 gets, ``read`` [T, N, D + 1] with every -inf replaced by its frame's
+    top minus STAND_IN_GAP (the top being the frame's maximum, 0 for a frame of -inf only), and
+    the shift of each frame's log-sum-exp [T, N, 1] (the maximum of those logits, 0 for a frame
+    of -inf only)."""
+    top = g.ReduceMax(read, g.i64([2]), keepdims=1)
+    zero = g.const(0.0, compute)
+    top = g.Where(g.IsInf(top, detect_positive=0), zero, top)
     # Max puts the stand-in in place of every -inf (and of any value below it: such a gap is past
-    # the DEAD_LOSS bound anyway): one broadcasting operator, several times faster than a Where.
-    values = g.Max(values, g.Sub(top, g.const(STAND_IN_GAP, compute)))
-    over = g.And(g.Not(readable), g.Greater(values, g.Add(top, g.const(UNREAD_GAP, compute))))
-    values = g.Where(over, g.Add(top, g.Sub(values, values)), values)
+    # the DEAD_LOSS bound anyway).
+    values = g.Max(read, g.Sub(top, g.const(STAND_IN_GAP, compute)))
     shift = g.ReduceMax(values, g.i64([2]), keepdims=1)
-    return values, g.Where(g.IsInf(shift, detect_positive=0), g.const(0.0, compute), shift)
+    return values, g.Where(g.IsInf(shift, detect_positive=0), zero, shift)
 
 
 def _correction(g: GraphBuilder, logits: str, top: str, active: str) -> str:
-    """sum over the active frames of the log-sum-exp over the classes [N], float64."""
+    """sum over the active frames of the log-sum-exp over the columns [N], float64."""
     axis2 = g.i64([2])
     lse = g.Add(g.Squeeze(top, axis2), g.Log(g.ReduceSum(g.Exp(g.Sub(logits, top)), axis2, keepdims=0)))
     kept = g.Where(active, g.Cast(lse, to=DOUBLE), g.f64(0.0))
@@ -201,9 +230,12 @@ def _expansion(g: GraphBuilder, node: onnx.NodeProto, name: str) -> None:
     bad_frames = g.Or(bad_frames, g.Less(lengths.targets, g.i64(0)))
     batch_fault = g.Or(lengths.batch_fault, g.GreaterOrEqual(g.i64(call.blank), sizes.class_count))
     faults = g.Or(g.Or(faults, bad_frames), batch_fault)
-    labels = _labels(g, rows, lengths, call.blank, sizes)
-    logits, top = _logits(g, x, dtype, compute, call.blank, labels)
-    core = _ctc_node(g, logits, mask, labels, name)
+    x = x if dtype == compute else g.Cast(x, to=compute)
+    non_finite = g.And(_non_finite(g, x), active)
+    faults = g.Or(faults, any_along(g, non_finite, 0))
+    compacted = _compacted(g, _labels(g, rows, lengths, call.blank, sizes), lengths, call.blank, sizes)
+    logits, top = _logits(g, _read(g, x, compacted.columns, sizes), compute)
+    core = _ctc_node(g, logits, mask, compacted.labels, name)
     loss = _read_out(g, core, _correction(g, logits, top, active), lengths, faults)
     g.node("Cast", [_reduced(g, loss, lengths, call)], [node.output[0]], to=dtype)
 

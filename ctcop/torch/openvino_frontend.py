@@ -31,7 +31,7 @@ import openvino.opset15 as ops
 from ..openvino.extensions import openvino_extensions as openvino_wing_extensions
 from ..openvino.lowering import lower, runtime_nan
 from ..openvino.types import type_name
-from .semantics import DEAD_LOSS, STAND_IN_GAP, UNREAD_GAP, ArgumentFacts, TorchCtcCall, checked_call
+from .semantics import DEAD_LOSS, STAND_IN_GAP, ArgumentFacts, TorchCtcCall, checked_call
 
 # TorchScript names (convert_model of a module, traced) and the torch.export name of the custom op
 # (convert_model of an ExportedProgram made under ctcop.torch.redirect_ctc_loss or with ctcop's CTCLoss).
@@ -131,9 +131,9 @@ def _concatenated_rows(targets: ov.Output, lengths: _Lengths, sizes: _Sizes) -> 
 
 
 def _labels(rows_f: ov.Output, rows: ov.Output, lengths: _Lengths, blank: int, sizes: _Sizes) -> ov.Node:
-    """CTCLoss-4 labels [N, T] over the C + 1 classes of :func:`_logits`: inside each target its
-    classes as they are, except ``blank`` and any value outside [0, C), which become -2 (an
-    invalid label: NaN by rule 3.3); -1 outside."""
+    """Label rows [N, T] over the C classes: inside each target its classes as they are, except
+    ``blank`` and any value outside [0, C), which become -2 (an invalid label: NaN by rule 3.3);
+    -1 outside."""
     columns = ops.range(_i64(0), ops.squeeze(sizes.frames, _i64([0])), _i64(1), "i64")
     inside = ops.less(ops.unsqueeze(columns, _i64([0])), ops.unsqueeze(lengths.targets, _i64([1])))
     non_negative = ops.greater_equal(rows_f, ops.constant(np.float32(0)))
@@ -142,47 +142,65 @@ def _labels(rows_f: ov.Output, rows: ov.Output, lengths: _Lengths, blank: int, s
     return ops.select(inside, ops.select(valid, rows, _i64(-2)), _i64(-1))
 
 
-def _readable(labels: ov.Output, values: ov.Output) -> ov.Node:
-    """[1, N, W] bool for the W = C + 1 classes of ``values`` [T, N, W]: the classes a path of each
-    sample can read (its targets, from the CTCLoss-4 ``labels`` [N, T], and the blank's copy
-    W - 1). (W is C when ``blank`` >= C, a batch fault: all NaN.)"""
-    width = ops.gather(ops.shape_of(values, "i64"), _i64([2]), _i64(0))
-    last = ops.subtract(width, _i64([1]))
-    is_class = ops.logical_and(ops.greater_equal(labels, _i64(0)), ops.less(labels, last))
-    rows = ops.gather(ops.shape_of(labels, "i64"), _i64([0]), _i64(0))
-    index = ops.concat([ops.select(is_class, labels, last), ops.broadcast(last, ops.concat([rows, _i64([1])], 0))], 1)
-    zeros = ops.broadcast(_i64(0), ops.concat([rows, width], 0))
-    read = ops.scatter_elements_update(zeros, index, ops.broadcast(_i64(1), ops.shape_of(index, "i64")), _i64(1))
-    return ops.unsqueeze(ops.convert(read, "boolean"), _i64([0]))
+def _ascending(values: ov.Node, count: ov.Node) -> tuple[ov.Output, ov.Output]:
+    """The ``count`` [1] smallest entries of each row of ``values`` [N, K], ascending, and their
+    positions (TopK)."""
+    smallest = ops.topk(values, ops.squeeze(count, _i64([0])), 1, "min", "value", "i64")
+    return smallest.output(0), smallest.output(1)
 
 
-def _logits(x: ov.Output, blank: int, labels: ov.Output) -> tuple[ov.Output, ov.Node]:
-    """CTCLoss-4's logits [T, N, C + 1] (f32 or f64; a copy of the blank's column appended,
-    CTCLoss-4's blank; -inf replaced by the frame's top minus STAND_IN_GAP, the top being the
-    maximum over the classes the sample reads (:func:`_readable` of ``labels``); an unread value above
-    ``top + UNREAD_GAP`` replaced by ``top``, +inf by NaN) and the shift of each frame's
-    log-sum-exp [T, N, 1] (their maximum). Selects, not Maximum/Minimum: the CPU plugin's Maximum
-    drops a NaN first operand."""
-    values = x if x.get_element_type() in (ov.Type.f32, ov.Type.f64) else ops.convert(x, "f32").output(0)
-    column = ops.slice(values, _i64([blank]), _i64([blank + 1]), _i64([1]), _i64([2]))
-    values = ops.concat([values, column], 2).output(0)
-    readable = _readable(labels, values)
+def _compacted(labels: ov.Output, lengths: _Lengths, blank: int, sizes: _Sizes) -> tuple[ov.Node, ov.Node]:
+    """The classes a path can read (:func:`ctcop.torch.semantics.compacted`): the class of each
+    column fed to CTCLoss-4 [N, D + 1] (sample i's distinct target classes in ascending order,
+    then copies of the blank, the last its CTCLoss-4 blank) and the label rows [N, T] relabelled
+    by column (-1 and -2 kept), from :func:`_labels` rows: a sort of each row's first K entries
+    (K the longest target, at most T) and one -1 (no TopK is then for 0 entries, which the CPU
+    plugin refuses, and each row's last sorted class is a C, a blank column), in which a
+    class's column is the count of distinct classes below it."""
+    longest = ops.minimum(ops.maximum(lengths.targets, _i64(0)), sizes.frames)
+    width = ops.reduce_max(ops.concat([longest, _i64([0])], 0), _i64([0]), keep_dims=True)
+    head = ops.slice(labels, _i64([0]), width, _i64([1]), _i64([1]))
+    head = ops.pad(head, _i64([0, 0]), _i64([0, 1]), "constant", _i64(-1))
+    valid = ops.greater_equal(head, _i64(0))  # -1 outside, -2 invalid, classes in [0, C) else
+    ascending, order = _ascending(ops.select(valid, head, sizes.classes), ops.add(width, _i64([1])))
+    previous = ops.slice(ascending, _i64([0]), _i64([-1]), _i64([1]), _i64([1]))
+    previous = ops.pad(previous, _i64([0, 1]), _i64([0, 0]), "constant", _i64(-1))
+    new = ops.logical_and(ops.not_equal(ascending, previous), ops.less(ascending, sizes.classes))
+    column = ops.subtract(ops.cumsum(ops.convert(new, "i64"), _i64(1)), _i64(1))
+    relabelled = ops.scatter_elements_update(ops.subtract(order, order), order, column, _i64(1))
+    relabelled = ops.select(valid, relabelled, head)
+    distinct = ops.reduce_sum(ops.convert(new, "i64"), _i64([1]), keep_dims=False)
+    count = ops.reduce_max(ops.concat([distinct, _i64([0])], 0), _i64([0]), keep_dims=True)
+    classes, _ = _ascending(ops.select(new, ascending, sizes.classes), ops.add(count, _i64([1])))
+    blank_class = ops.minimum(_i64([blank]), ops.subtract(sizes.classes, _i64([1])))  # blank >= C: a batch fault
+    columns = ops.select(ops.less(classes, sizes.classes), classes, blank_class)
+    return columns, _fit(relabelled, 2, 1, sizes.frames, _i64(-1))
+
+
+def _non_finite(x: ov.Output) -> ov.Node:
+    """[T, N]: the frames of ``x`` holding NaN or +inf in any class (spec 4.4), read off one sum
+    over the classes (NaN or +inf; ReduceMax skips NaN), which the frame's finite values can
+    reach too only when they sum past the largest finite value."""
+    total = ops.reduce_sum(x, _i64([2]), keep_dims=False)
+    return ops.logical_or(ops.is_nan(total), ops.is_inf(total, {"detect_positive": True, "detect_negative": False}))
+
+
+def _logits(read: ov.Output) -> tuple[ov.Output, ov.Node]:
+    """CTCLoss-4's logits, ``read`` [T, N, D + 1] with every -inf replaced by its frame's top
+    (their maximum) minus STAND_IN_GAP, and the shift of each frame's log-sum-exp [T, N, 1]
+    (the maximum of those logits). Selects, not Maximum: the CPU plugin's Maximum drops a NaN
+    first operand."""
     negative = {"detect_positive": False, "detect_negative": True}
-    last = ops.slice(values, _i64([-1]), _i64([np.iinfo(np.int64).max]), _i64([1]), _i64([2]))
-    top = ops.reduce_max(ops.select(readable, values, last), _i64([2]), keep_dims=True)  # the copy is read
-    top = ops.select(ops.is_inf(top, negative), _like(0.0, values), top)
-    stand_in = ops.subtract(top, _like(STAND_IN_GAP, values))
-    replaced = ops.select(ops.is_inf(values, negative), stand_in, values)
-    over = ops.logical_and(
-        ops.logical_not(readable), ops.greater(replaced, ops.add(top, _like(UNREAD_GAP, values)))
-    )  # true for NaN too (the CPU plugin's Greater): top + (NaN - NaN) is NaN again
-    replaced = ops.select(over, ops.add(top, ops.subtract(replaced, replaced)), replaced)
+    top = ops.reduce_max(read, _i64([2]), keep_dims=True)
+    top = ops.select(ops.is_inf(top, negative), _like(0.0, read), top)
+    stand_in = ops.subtract(top, _like(STAND_IN_GAP, read))
+    replaced = ops.select(ops.is_inf(read, negative), stand_in, read)
     shift = ops.reduce_max(replaced, _i64([2]), keep_dims=True)
-    return replaced.output(0), ops.select(ops.is_inf(shift, negative), _like(0.0, values), shift)
+    return replaced.output(0), ops.select(ops.is_inf(shift, negative), _like(0.0, read), shift)
 
 
 def _correction(logits: ov.Output, top: ov.Output, active: ov.Output) -> ov.Node:
-    """sum over the active frames of the log-sum-exp over the classes [N]."""
+    """sum over the active frames of the log-sum-exp over the columns [N]."""
     sums = ops.reduce_sum(ops.exp(ops.subtract(logits, top)), _i64([2]), keep_dims=False)
     lse = ops.add(ops.squeeze(top, _i64([2])), ops.log(sums))
     return ops.reduce_sum(ops.select(active, lse, _like(0.0, lse)), _i64([0]), keep_dims=False)
@@ -234,8 +252,12 @@ def torch_loss(inputs: list[ov.Output], call: TorchCtcCall) -> ov.Node:
     bad_frames = ops.logical_or(bad_frames, ops.less(lengths.targets_f, ops.constant(np.float32(0))))
     blank_fault = ops.squeeze(ops.greater_equal(_i64([call.blank]), sizes.classes), _i64([0]))
     faults = ops.logical_or(ops.logical_or(faults, bad_frames), ops.logical_or(lengths.batch_fault, blank_fault))
-    labels = _labels(rows_f, rows, lengths, call.blank, sizes)
-    logits, top = _logits(x3, call.blank, labels)
+    values = x3 if x3.get_element_type() in (ov.Type.f32, ov.Type.f64) else ops.convert(x3, "f32").output(0)
+    faults = ops.logical_or(faults, ops.reduce_logical_or(ops.logical_and(_non_finite(values), active), _i64([0])))
+    columns, labels = _compacted(_labels(rows_f, rows, lengths, call.blank, sizes), lengths, call.blank, sizes)
+    shape = ops.concat([sizes.frames, ops.shape_of(columns, "i64")], 0)
+    read = ops.gather_elements(values, ops.broadcast(ops.unsqueeze(columns, _i64([0])), shape), 2)
+    logits, top = _logits(read.output(0))
     core = lower(logits, active, labels, preprocess_collapse_repeated=False, merge_repeated=True)
     loss = ops.subtract(core, _correction(logits, top, active))
     return ops.convert_like(_read_out(loss.output(0), lengths, faults, call), x)

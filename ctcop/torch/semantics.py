@@ -2,28 +2,26 @@
 
 ``torch.nn.functional.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
 reduction, zero_infinity)`` (and ``torch.ctc_loss``, ``torch.nn.CTCLoss``) differs from the
-spec's op in five ways, each mapped exactly (the fourth point below is a guard of the first):
+spec's op in five ways, each mapped exactly:
 
 * it does not normalise ``log_probs``: a path's probability is ``exp(sum_t x[t, s_t])``, while
   CTCLoss-4 applies a softmax. Since ``ln softmax(x)[c] = x[c] - lse(x)``, with ``lse`` the
-  log-sum-exp over the classes, ``loss_torch[i] = loss_ctcop[i] - sum_{t < T_i} lse(x[t, i, :])``
-  for any finite ``x``;
+  log-sum-exp over the columns fed to CTCLoss-4 (below),
+  ``loss_torch[i] = loss_ctcop[i] - sum_{t < T_i} lse(x'[t, i, :])`` for any finite ``x``;
 * a -inf log-probability is a probability of zero to PyTorch and a non-finite frame (NaN) to the
-  spec: it is replaced by ``frame top - 2**100`` (the top of the classes read, below), whose
+  spec: it is replaced by ``frame top - 2**100`` (the top of the columns below), whose
   paths are then 2**100 less probable than any other, and a loss of 2**99 or more (every
   aligned path went through one) is +inf;
-* its blank is any class, CTCLoss-4's is the last: a copy of the blank's column is appended
-  (C + 1 classes; the appended one is CTCLoss-4's blank). The original column stays but no label
-  names it, so no path reads it; it only enlarges the softmax's denominator, which the correction
-  (computed on the same C + 1 columns) takes back out. A target equal to ``blank`` is an invalid
-  label (NaN);
-* a class that no path of sample i reads (not one of its targets, not the blank's copy) changes
-  only the denominator too, so its value does not matter as long as it is the same in the loss
-  and in the correction; but one far above the classes read would dominate the log-sum-exp, and
-  the correction would cancel the loss catastrophically. Each frame's "top" is therefore the
-  maximum over the classes sample i can read, and an unread value above ``top + UNREAD_GAP`` is
-  fed (to the loss and the correction alike) as ``top`` (+inf stays non-finite, as NaN). Values
-  within the bound are fed as they are;
+* its blank is any class, CTCLoss-4's is the last column (below). A target equal to ``blank``
+  is an invalid label (NaN), as is one outside [0, C);
+* only the classes a path can read matter to it (the targets and the blank): each sample's
+  distinct target classes are gathered, in ascending order, into columns 0 .. D-1 and
+  its blank into column D (CTCLoss-4's blank; D the batch's largest count of distinct classes,
+  a sample with fewer fills its spare columns with copies of the blank), and each target class
+  is relabelled by its column. The correction is taken over these columns, so no unread class
+  enters it, and CTCLoss-4's softmax runs over D + 1 columns, not C. A NaN or +inf among a
+  frame's other classes still makes an active frame non-finite (spec 4.4): NaN, read off the
+  frame's sum over the C classes (:func:`non_finite_frames`);
 * lengths and targets: ``input_lengths`` becomes the mask, the first ``target_lengths[i]`` entries
   of row i (padded [N, S]) or of the i-th run of the concatenation (1-D) become label row i, the
   rest -1; a target longer than the time axis is +inf (it is longer than its frames);
@@ -54,9 +52,6 @@ REDUCTIONS = ("none", "mean", "sum")
 STAND_IN_GAP = 2.0**100
 # ... and a corrected loss at or above this means no aligned path of nonzero probability: +inf.
 DEAD_LOSS = 2.0**99
-# An unread class (no path of the sample reads it) above its frame's top readable value by more
-# than this is fed as that top: it cannot then dominate the log-sum-exp (e**32 ~ 8e13).
-UNREAD_GAP = 32.0
 LOG_PROB_TYPES = ("float16", "float32", "float64")
 LENGTH_TYPES = ("int8", "int16", "int32", "int64", "uint8")
 LENGTH_NAMES = ("input_lengths", "target_lengths")
@@ -173,29 +168,41 @@ def label_rows(
 
 
 def relabelled(rows: np.ndarray, inside: np.ndarray, blank: int) -> np.ndarray:
-    """CTCLoss-4 label rows over C + 1 classes (the blank's copy appended): inside the target its
-    classes as they are, ``blank`` and negative values -2 (invalid labels: NaN by rule 3.3, as
-    is a value >= C), -1 outside."""
+    """Label rows [N, T] over the C classes: inside the target its classes as they are, ``blank``
+    and negative values -2 (invalid labels: NaN by rule 3.3, as is a value >= C), -1 outside."""
     return np.where(inside, np.where((rows < 0) | (rows == blank), -2, rows), -1)
 
 
-def readable_classes(labels: np.ndarray, classes: int) -> np.ndarray:
-    """[N, C + 1]: the classes a path of sample i can read, from CTCLoss-4 label rows [N, T]
-    over C + 1 classes: its targets in [0, C) and the blank's copy C."""
-    n = labels.shape[0]
-    readable = np.zeros((n, classes + 1), dtype=bool)
-    readable[:, classes] = True
-    rows, columns = np.nonzero((labels >= 0) & (labels < classes))
-    readable[rows, labels[rows, columns]] = True
-    return readable
+def compacted(labels: np.ndarray, classes: int, blank: int) -> tuple[np.ndarray, np.ndarray]:
+    """The columns fed to CTCLoss-4 and its labels: ``columns`` [N, D + 1], the class each column
+    reads (sample i's distinct target classes in ascending order, then copies of ``blank`` up to
+    column D, its CTCLoss-4 blank), and the label rows [N, T] relabelled by column (-1 and -2
+    kept, a class >= ``classes`` -2), from :func:`relabelled` ``labels``."""
+    valid = (labels >= 0) & (labels < classes)
+    distinct = [np.unique(row[keep], return_inverse=True) for row, keep in zip(labels, valid, strict=True)]
+    columns = np.full((labels.shape[0], max((d[0].size for d in distinct), default=0) + 1), blank, np.int64)
+    relabelled_rows = np.where(labels < 0, labels, -2)
+    for i, (found, column) in enumerate(distinct):
+        columns[i, : found.size] = found
+        relabelled_rows[i, valid[i]] = column
+    return columns, relabelled_rows
 
 
-def frame_tops(logits: np.ndarray, readable: np.ndarray | None = None) -> np.ndarray:
-    """Each frame's maximum over the classes [T, N, 1], or over those its sample can read when
-    ``readable`` [N, C] is given; 0 for a frame of -inf only (NaN propagates)."""
+def non_finite_frames(x: np.ndarray) -> np.ndarray:
+    """[T, N]: the frames of ``x`` [T, N, C] holding NaN or +inf in any class (spec 4.4), read
+    off their sum over the classes (as the graphs read them: NaN or +inf; also for finite values
+    that sum past the largest finite value)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = x.sum(axis=2)
+    flags: np.ndarray = np.isnan(total) | np.isposinf(total)
+    return flags
+
+
+def frame_tops(logits: np.ndarray) -> np.ndarray:
+    """Each frame's maximum over the columns [T, N, 1]; 0 for a frame of -inf only (NaN
+    propagates)."""
     with np.errstate(invalid="ignore"):
-        values = logits if readable is None else np.where(readable[None], logits, -np.inf)
-        top = np.max(values, axis=2, keepdims=True)
+        top = np.max(logits, axis=2, keepdims=True)
     return np.where(np.isneginf(top), 0.0, top)
 
 
@@ -204,17 +211,8 @@ def stand_ins(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
     return np.where(np.isneginf(logits), top - STAND_IN_GAP, logits)
 
 
-def bounded(logits: np.ndarray, top: np.ndarray, readable: np.ndarray) -> np.ndarray:
-    """``logits`` [T, N, C] with every unread value above ``top + UNREAD_GAP`` replaced by
-    ``top`` (+inf by NaN: still non-finite)."""
-    with np.errstate(invalid="ignore"):
-        over = ~readable[None] & (logits > top + UNREAD_GAP)
-        result: np.ndarray = np.where(over, top + (logits - logits), logits)
-    return result
-
-
 def log_sums(logits: np.ndarray, top: np.ndarray, active: np.ndarray) -> np.ndarray:
-    """The sum over the active frames of each frame's log-sum-exp over the classes, [N], with
+    """The sum over the active frames of each frame's log-sum-exp over the columns, [N], with
     ``top`` [T, N, 1] the shift: about -STAND_IN_GAP when an active frame held -inf only (the
     corrected loss is then past DEAD_LOSS: +inf), NaN when it holds NaN or +inf."""
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -260,13 +258,13 @@ def reference_loss(
     rows, faults = label_rows(tg, tl, frames, call.concatenated)
     inside = np.arange(frames)[None, :] < tl[:, None]
     active = np.arange(frames)[:, None] < il[None, :]
-    labels = relabelled(rows, inside, blank)
-    moved = np.concatenate([logits, logits[:, :, blank : blank + 1]], axis=2)
-    readable = readable_classes(labels, logits.shape[2])
-    top = frame_tops(moved, readable)
-    fed = bounded(stand_ins(moved, top), top, readable)
+    columns, labels = compacted(relabelled(rows, inside, blank), logits.shape[2], blank)
+    read = np.take_along_axis(logits, np.broadcast_to(columns[None], (frames, *columns.shape)), axis=2)
+    fed = stand_ins(read, frame_tops(read))
     core = ctc_loss_or_nan(fed, active.astype(np.int32), labels)
     loss = core - log_sums(fed, frame_tops(fed), active)
+    compute = np.float64 if x.dtype == np.float64 else np.float32  # the graphs' sum
+    loss[(non_finite_frames(logits.astype(compute)) & active).any(axis=0)] = np.nan
     loss = np.where(loss >= DEAD_LOSS, np.inf, loss)
     loss = np.where((tl > il) & ~np.isnan(loss), np.inf, loss)
     loss[faults | (il < 0) | (il > frames)] = np.nan
