@@ -100,3 +100,19 @@ def chosen_output(outputs: Sequence[Collection[str]], logits_output: str | int) 
     if not named:
         raise InvalidInputError("logits_output", f"{logits_output!r} is not an output of the model")
     return named[0]
+
+
+def released_index_types(index_dtype: str | Mapping[str, str]) -> dict[str, str]:
+    """The element type of each integer input of the released form (spec 7): one for all, or by
+    input name (int64 for an input not named); an unknown name or type is refused."""
+    ports = form("openvino").input_names[1:]
+    given = dict.fromkeys(ports, index_dtype) if isinstance(index_dtype, str) else dict(index_dtype)
+    unknown = sorted(set(given) - set(ports))
+    if unknown:
+        raise InvalidInputError("index_dtype", f"{unknown[0]!r} is not an integer input; one of {', '.join(ports)}")
+    chosen = {port: given.get(port, "int64") for port in ports}
+    allowed = type_constraint("T_IND")
+    for port, dtype in chosen.items():
+        if dtype not in allowed:
+            raise InvalidInputError(port, f"unknown element type {dtype!r}; one of {', '.join(allowed)}")
+    return chosen

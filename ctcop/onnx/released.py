@@ -40,9 +40,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..attributes import Attributes
-from ..errors import InvalidInputError
-from ..options import Dim, ExportOptions
-from ..schema import form, type_constraint
+from ..options import Dim, ExportOptions, released_index_types
+from ..schema import form
 from . import function
 from .graph import GraphBuilder, Sizes, any_along, fitted
 from .writer import checked_opset, ctc_node, value_info, with_function
@@ -175,16 +174,6 @@ def released_nodes(attributes: Attributes, with_blank_index: bool) -> list[onnx.
     return g.nodes
 
 
-def _index_types(index_dtype: str | Mapping[str, str]) -> dict[str, str]:
-    ports = form(RELEASED).input_names[1:]
-    chosen = {port: index_dtype for port in ports} if isinstance(index_dtype, str) else dict(index_dtype)
-    allowed = type_constraint("T_IND")
-    for port in ports:
-        if chosen.get(port, "int64") not in allowed:
-            raise InvalidInputError(port, f"unknown element type {chosen[port]!r}; one of {', '.join(allowed)}")
-    return {port: chosen.get(port, "int64") for port in ports}
-
-
 def released_model(
     *,
     dtype: str = "float32",
@@ -211,7 +200,7 @@ def released_model(
         dims=(t, n, c),
         attributes=node_attributes(chosen),
     )
-    types = _index_types(index_dtype)
+    types = released_index_types(index_dtype)
     chosen_opset = checked_opset(opset)
     spec = form(RELEASED)
     logits, *_ = spec.input_names

@@ -44,9 +44,8 @@ import openvino as ov
 import openvino.opset15 as ops
 
 from ..attributes import Attributes
-from ..errors import InvalidInputError
-from ..options import Dim, ExportOptions
-from ..schema import form, type_constraint
+from ..options import Dim, ExportOptions, released_index_types
+from ..schema import form
 from .files import save_ir
 from .lowering import WIDE, disagrees, f32, fitted, guarded_loss, i64, positions
 from .precision import declared_precision_config
@@ -175,21 +174,6 @@ def released_loss(x: ReleasedInputs, attributes: Mapping[str, bool]) -> ov.Node:
     return guarded_loss(logits, active, labels, faults, **core_attributes(chosen))
 
 
-def _index_types(index_dtype: str | Mapping[str, str]) -> dict[str, str]:
-    """The element type of each integer input: one for all, or by input name (default int64)."""
-    ports = form(RELEASED).input_names[1:]
-    given = dict.fromkeys(ports, index_dtype) if isinstance(index_dtype, str) else dict(index_dtype)
-    unknown = sorted(set(given) - set(ports))
-    if unknown:
-        raise InvalidInputError("index_dtype", f"{unknown[0]!r} is not an integer input; one of {', '.join(ports)}")
-    chosen = {port: given.get(port, "int64") for port in ports}
-    allowed = type_constraint("T_IND")
-    for port, dtype in chosen.items():
-        if dtype not in allowed:
-            raise InvalidInputError(port, f"unknown element type {dtype!r}; one of {', '.join(allowed)}")
-    return chosen
-
-
 def released_ir_model(
     *,
     dtype: str = "float32",
@@ -209,7 +193,7 @@ def released_ir_model(
     options = ExportOptions.of(
         dtype=dtype, mask_dtype="int32", labels_dtype="int64", dims=(t, n, c), attributes=core_attributes(chosen)
     )
-    types = _index_types(index_dtype)
+    types = released_index_types(index_dtype)
     t, n, c = (ir_dim(d) for d in options.dims)
     shapes = {"logit_length": [n], "labels": [n, t], "label_length": [n], "blank_index": []}
     names = form(RELEASED).input_names
