@@ -8,7 +8,11 @@ OpenVINO ``INFERENCE_NUM_THREADS``, JAX/XLA through ``XLA_FLAGS`` (set before JA
 Peers: PyTorch ``log_softmax`` + ``F.ctc_loss`` (float32 forward, no grad), optax ``ctc_loss``
 (jitted), ``tf.nn.ctc_loss`` (sparse labels, in a ``tf.function``), OpenVINO's native CTCLoss-4
 (inputs already laid out). Each is warmed up and timed in a block of calls; the blocks take
-turns over several passes, and the table shows the range of the passes' medians.
+turns over several passes, and the table shows the range of the passes' medians. The load average
+is printed before and after (other processes on the cores slow the two-thread peers more than the
+export, whose Loop body runs on one thread); ``--cpu`` adds the minimum CPU time of the calling
+thread per call, which other processes disturb less than wall time (for comparing exports: a
+peer's other threads are not counted).
 
 Memory (``--memory``, :mod:`ctcop.memory_probe`): a fresh worker process per (shape, options)
 builds its inputs and the session, then measures the first call's peak RSS above the RSS before it
@@ -17,7 +21,7 @@ call needs in steady state, beyond the inputs and what the session already holds
 logits' bytes.
 
 Run: python benchmarks/onnx_profile.py [--passes 7] [--repeat 7] [--peers torch,optax,tf,openvino]
-     [--also old_{C}.onnx] [--memory] [--profile DIR]
+     [--also old_{C}.onnx] [--cpu] [--memory] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -154,22 +158,27 @@ PEERS: dict[str, Callable[..., Callable[[], Any]]] = {
 }
 
 
-def timings(runners: dict[str, Callable[[], Any]], repeat: int, passes: int, warmup: int = 3) -> dict[str, list[float]]:
-    """Per runner, ``passes`` medians of ``repeat`` calls (seconds). Each runner is timed in a block
-    after ``warmup`` calls (interleaving single calls lets one runtime's spinning pool threads
-    slow the next), and the blocks take turns over the passes."""
+def timings(
+    runners: dict[str, Callable[[], Any]], repeat: int, passes: int, warmup: int = 3
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Per runner, ``passes`` medians of ``repeat`` calls (seconds), and the least CPU time of the
+    calling thread over all calls. Each runner is timed in a block after ``warmup`` calls
+    (interleaving single calls lets one runtime's spinning pool threads slow the next), and the
+    blocks take turns over the passes."""
     medians: dict[str, list[float]] = {name: [] for name in runners}
+    cpu = dict.fromkeys(runners, float("inf"))
     for _ in range(passes):
         for name, run in runners.items():
             for _ in range(warmup):
                 run()
             times = []
             for _ in range(repeat):
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.thread_time()
                 run()
+                cpu[name] = min(cpu[name], time.thread_time() - start_cpu)
                 times.append(time.perf_counter() - start)
             medians[name].append(statistics.median(times))
-    return medians
+    return medians, cpu
 
 
 def memory_child(request: dict[str, Any]) -> dict[str, float]:
@@ -210,6 +219,7 @@ def profile(folder: str, threads: int) -> None:
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(folder, f"ort_C{classes}")
         model = onnx_model(dtype="float32", dims=("T", "N", classes))
+        print(f"C={classes}: {_body_size(model)}")
         session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         feeds = {"inputs": inputs, "sequence_mask": mask, "labels": labels}
         calls = 5
@@ -241,6 +251,30 @@ def profile(folder: str, threads: int) -> None:
             print(f"  {total / 1e3:8.3f} ms  {count_type[op]:6d} calls  {op}")
 
 
+def _body_size(model: Any) -> str:
+    """The operators of the forward Loop bodies (constants aside) per block of UNROLL steps."""
+    import onnx
+
+    from ctcop.onnx import function
+
+    def bodies(graph: Any) -> list[Any]:
+        found = []
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    found += [attribute.g, *bodies(attribute.g)]
+        return found
+
+    sizes = sorted(
+        {
+            sum(node.op_type != "Constant" for node in body.node)
+            for body in bodies(model.functions[0])
+            if body.name == "ctc_forward_step"
+        }
+    )
+    return f"forward Loop bodies: {'/'.join(map(str, sizes))} operators per block of {function.UNROLL} steps"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
@@ -250,6 +284,7 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true")
     parser.add_argument("--profile", metavar="DIR")
     parser.add_argument("--shapes", default="28,5000", help="which C of the two shapes to time")
+    parser.add_argument("--cpu", action="store_true", help="also show the least CPU time of the calling thread")
     parser.add_argument(
         "--also", action="append", default=[], metavar="PATH", help="an ONNX export to time too ({C}: the classes)"
     )
@@ -265,7 +300,7 @@ def main() -> None:
     peers = [name for name in args.peers.split(",") if name]
     wanted = {int(c) for c in args.shapes.split(",")}
     runs = f"range (median) of {args.passes} passes' medians of {args.repeat} calls"
-    print(f"T={FRAMES}, N={BATCH}, float32, {args.threads} threads, {runs}, ms")
+    print(f"T={FRAMES}, N={BATCH}, float32, {args.threads} threads, {runs}, ms; load average {_load()}")
     for length, classes in SHAPES:
         if classes not in wanted:
             continue
@@ -275,8 +310,10 @@ def main() -> None:
             with open(path.replace("{C}", str(classes)), "rb") as file:
                 runners[os.path.basename(path)] = ort_runner(inputs, mask, labels, args.threads, model=file.read())
         runners.update({name: PEERS[name](inputs, mask, labels, args.threads) for name in peers})
-        medians = timings(runners, args.repeat, args.passes)
+        medians, cpu = timings(runners, args.repeat, args.passes)
         cells = "  ".join(f"{name} {_range(values)}" for name, values in medians.items())
+        if args.cpu:
+            cells += "  | least thread CPU: " + "  ".join(f"{name} {value * 1e3:.2f}" for name, value in cpu.items())
         # Per pass: the export's median over the fastest peer's median in that pass (the machine's
         # speed drifts; one pass's runners are timed within seconds of each other).
         ratios = [
@@ -284,6 +321,11 @@ def main() -> None:
         ]
         ratio = f"{min(ratios):.2f}-{max(ratios):.2f} (median {statistics.median(ratios):.2f})" if ratios else "-"
         print(f"L={length:>2} C={classes:>4}: {cells}  | export / fastest peer, per pass: {ratio}")
+    print(f"load average after: {_load()}")
+
+
+def _load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def _range(values: list[float]) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -23,11 +23,15 @@ from .attributes import flag
 from .errors import InvalidInputError
 from .schema import FormSpec, PortSpec, form
 
+try:
+    import resource
+except ImportError:  # not on Unix: no ulimit
+    resource = None  # type: ignore[assignment]
+
 IntArray = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True)
-class CanonicalBatch:
+class CanonicalBatch(NamedTuple):
     """A validated batch in the form the recursion core consumes.
 
     ``logits`` is the caller's array (never copied here); frame ``t`` of sample ``i`` is
@@ -71,6 +75,7 @@ def _as_array(value: Any, name: str) -> np.ndarray:
 WORKING_BYTES = 8
 
 
+@cache  # constant for the life of the process
 def _physical_memory() -> int | None:
     try:
         return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
@@ -80,19 +85,20 @@ def _physical_memory() -> int | None:
 
 def _address_space_left() -> int | None:
     """What ``RLIMIT_AS`` (``ulimit -v``) leaves this process beyond its current size."""
+    if resource is None:
+        return None
     try:
-        import resource
-
         limit = resource.getrlimit(resource.RLIMIT_AS)[0]
         if limit == resource.RLIM_INFINITY:
             return None
         with open("/proc/self/statm", encoding="ascii") as statm:
             size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         return max(0, limit - size)
-    except (ImportError, OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError):
         return None
 
 
+@cache  # read once per process: a limit set later is met by refusing_memory_errors
 def _cgroup_limit() -> int | None:
     """The memory limit of this process's control group (cgroup v2 ``memory.max``), if any."""
     try:
@@ -120,12 +126,9 @@ def check_size(arrays: Sequence[tuple[str, np.ndarray]]) -> None:
     ``InvalidInputError`` naming the largest input, its shape and the bytes. Counts elements
     (a broadcast, stride-0 view counts every element it shows), WORKING_BYTES each."""
     budget = memory_budget()
-    if budget is None or not arrays:
-        return
-    needs = [(int(array.size) * WORKING_BYTES, name, array.shape) for name, array in arrays]
-    total = sum(size for size, _, _ in needs)
-    if total > budget:
-        size, name, shape = max(needs)
+    total = sum(int(array.size) for _, array in arrays) * WORKING_BYTES
+    if budget is not None and total > budget:
+        size, name, shape = max((int(array.size) * WORKING_BYTES, name, array.shape) for name, array in arrays)
         raise InvalidInputError(
             name,
             f"shape {shape} needs {size} bytes ({_gib(size)}) of working memory, {total} bytes with the other "
@@ -148,7 +151,8 @@ def port_problems(
     earlier inputs (its new symbols are added to ``dims``). An unknown rank (``shape`` None) or
     dimension (None), as a model file may declare them, agrees with anything."""
     problems = []
-    if shape is not None and len(shape) != port.rank:
+    rank = len(port.dims)
+    if shape is not None and len(shape) != rank:
         problems.append(
             InvalidInputError(
                 port.name, f"rank must be {port.rank} ([{', '.join(port.dims)}]), got shape {_shape_text(shape)}"
@@ -156,9 +160,10 @@ def port_problems(
         )
     if dtype not in port.types:
         problems.append(InvalidInputError(port.name, f"element type {dtype} is not one of {', '.join(port.types)}"))
-    if shape is None or dims is None or len(shape) != port.rank:
+    if shape is None or dims is None or len(shape) != rank:
         return problems
-    for axis, (symbol, size) in enumerate(zip(port.dims, shape, strict=True)):
+    for axis, symbol in enumerate(port.dims):
+        size = shape[axis]
         if size is None:
             continue
         expected = dims.setdefault(symbol, int(size))
@@ -183,9 +188,15 @@ def _raise_first(problems: Sequence[InvalidInputError]) -> None:
         raise problems[0]
 
 
+@cache
+def _type_name(dtype: np.dtype) -> str:
+    """``dtype.name``, which numpy forms anew on every read (microseconds, on every call)."""
+    return dtype.name
+
+
 def _check_declared(array: np.ndarray, port: PortSpec) -> None:
     """Rank and element type of one input: what a graph declares for its inputs."""
-    _raise_first(port_problems(array.shape, array.dtype.name, port))
+    _raise_first(port_problems(array.shape, _type_name(array.dtype), port))
 
 
 def _checked(spec: FormSpec, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
@@ -195,7 +206,7 @@ def _checked(spec: FormSpec, values: Mapping[str, Any]) -> tuple[dict[str, np.nd
         if port.name not in values:
             continue
         array = _as_array(values[port.name], port.name)
-        _raise_first(port_problems(array.shape, array.dtype.name, port, dims))
+        _raise_first(port_problems(array.shape, _type_name(array.dtype), port, dims))
         arrays[port.name] = array
     _raise_first(classes_problems(spec, dims))
     check_size(list(arrays.items()))
@@ -210,7 +221,7 @@ def as_int64(array: np.ndarray) -> IntArray:
     """Integers as int64; values beyond int64 are clipped (range rules reject them anyway)."""
     if array.dtype == np.uint64:
         array = np.minimum(array, np.uint64(np.iinfo(np.int64).max))
-    return array.astype(np.int64)
+    return array.astype(np.int64, copy=False)
 
 
 # -- frames (spec section 3.1 and 3.2) -------------------------------------------------------
@@ -234,17 +245,24 @@ def mask_lengths(mask: np.ndarray) -> IntArray:
     bad = _mask_value_faults(values)
     if bad.any():
         t, i = _first(bad)
-        raise InvalidInputError("sequence_mask", f"value {mask[t, i]} is not 0 or 1 (rule 3.1: mask values)", (t, i))
+        raise _mask_value_error(mask, t, i)
     rises = _mask_rises(values)
     if rises.any():
         t, i = _first(rises)
-        raise InvalidInputError(
-            "sequence_mask",
-            f"1 after a 0 in column {i}: a column must be a run of 1s followed by 0s (rule 3.1)",
-            (t + 1, i),
-        )
+        raise _mask_gap_error(t + 1, i)
     lengths: IntArray = values.sum(axis=0)
     return lengths
+
+
+def _mask_value_error(mask: np.ndarray, t: int, i: int) -> InvalidInputError:
+    return InvalidInputError("sequence_mask", f"value {mask[t, i]} is not 0 or 1 (rule 3.1: mask values)", (t, i))
+
+
+def _mask_gap_error(t: int, i: int) -> InvalidInputError:
+    """The 1 at ``[t, i]`` follows a 0 (rule 3.1)."""
+    return InvalidInputError(
+        "sequence_mask", f"1 after a 0 in column {i}: a column must be a run of 1s followed by 0s (rule 3.1)", (t, i)
+    )
 
 
 def _length_faults(values: IntArray, upper: int) -> npt.NDArray[np.bool_]:
@@ -312,7 +330,11 @@ def _label_problems(labels: np.ndarray, valid: np.ndarray, where: np.ndarray, ru
     if not bad.any():
         return []
     i, j = _first(bad)
-    return [InvalidInputError("labels", f"value {labels[i, j]} {rule}", (i, j))]
+    return [_label_error(labels, i, j, rule)]
+
+
+def _label_error(labels: np.ndarray, i: int, j: int, rule: str) -> InvalidInputError:
+    return InvalidInputError("labels", f"value {labels[i, j]} {rule}", (i, j))
 
 
 def _time_major_label_ok(values: IntArray, classes: int) -> npt.NDArray[np.bool_]:
@@ -324,13 +346,14 @@ def time_major_label_problems(labels: np.ndarray, classes: int) -> list[InvalidI
     """The first entry of the time-major ``labels`` [N, T] that is neither the pad -1 nor a class
     in [0, C-2] (rule 3.3)."""
     values = as_int64(labels)
+    return _label_problems(labels, _time_major_label_ok(values, classes), values != -1, _time_major_label_rule(classes))
+
+
+def _time_major_label_rule(classes: int) -> str:
     blank = classes - 1
-    return _label_problems(
-        labels,
-        _time_major_label_ok(values, classes),
-        values != -1,
+    return (
         f"is not a class in [0, {blank - 1}] nor the pad -1 (rule 3.3: blank {blank} and values "
-        f"outside [-1, C-2] are invalid)",
+        f"outside [-1, C-2] are invalid)"
     )
 
 
@@ -367,23 +390,40 @@ def from_time_major(
     collapse = flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
     merge = flag(merge_repeated, "merge_repeated")
     classes = dims["C"]
-    blank = classes - 1
-    raw = arrays["labels"]
-    _raise_first(time_major_label_problems(raw, classes))
-    values = as_int64(raw)
-    pad = values == -1
-    targets, target_lengths = _compact(values, ~pad, blank)
-    if collapse:
-        targets, target_lengths = collapse_repeated(targets, target_lengths, blank)
+    lengths, targets, target_lengths = _scanned_time_major(arrays["sequence_mask"], arrays["labels"], classes, collapse)
     return CanonicalBatch(
         logits=arrays["inputs"],
         time_axis=0,
-        lengths=mask_lengths(arrays["sequence_mask"]),
+        lengths=lengths,
         targets=targets,
         target_lengths=target_lengths,
-        blank=blank,
+        blank=classes - 1,
         merge_repeated=merge,
     )
+
+
+def _scanned_time_major(
+    mask: np.ndarray, labels: np.ndarray, classes: int, collapse: bool
+) -> tuple[IntArray, IntArray, IntArray]:
+    """Rules 3.1 and 3.3 (labels first, then mask values, then gaps) in one compiled pass
+    (:mod:`ctcop.rule_scan`): the frame counts, the processed targets (spec 3.4, padded with the
+    blank) and their lengths, or the first fault raised."""
+    from . import rule_scan  # compiled: loaded on first use, not by ``ctcop validate``
+
+    frames, samples = mask.shape
+    lengths, target_lengths = np.empty(samples, np.int64), np.empty(samples, np.int64)
+    targets, fault = np.empty((samples, frames), np.int64), np.empty(3, np.int64)
+    kernel_mask, kernel_labels = np.ascontiguousarray(as_int64(mask)), np.ascontiguousarray(as_int64(labels))
+    scan = rule_scan.time_major_scan
+    longest = scan(kernel_mask, kernel_labels, classes, collapse, lengths, targets, target_lengths, fault)
+    kind, row, column = fault.tolist()
+    if kind == rule_scan.LABEL:
+        raise _label_error(labels, row, column, _time_major_label_rule(classes))
+    if kind == rule_scan.MASK_VALUE:
+        raise _mask_value_error(mask, row, column)
+    if kind:
+        raise _mask_gap_error(row, column)
+    return lengths, targets[:, :longest], target_lengths
 
 
 def from_openvino(
@@ -501,7 +541,7 @@ def openvino_faults(
     given = (logits, logit_length, labels, label_length) + (() if blank_index is None else (blank_index,))
     arrays = [_as_array(value, port.name) for value, port in zip(given, spec.inputs, strict=False)]
     for array, port in zip(arrays, spec.inputs, strict=False):
-        _raise_first(port_problems(None if port.optional else array.shape, array.dtype.name, port))
+        _raise_first(port_problems(None if port.optional else array.shape, _type_name(array.dtype), port))
     check_size([(port.name, array) for array, port in zip(arrays, spec.inputs, strict=False)])
     flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
     flag(ctc_merge_repeated, "ctc_merge_repeated")

@@ -30,26 +30,14 @@ The gradient (spec 5): ``softmax(x_t)[c] - sum of the occupancies of the states 
 occupancies ``exp(alpha + beta - top)`` normalised per frame. Memory per sample is
 O(S * (T/K + K) + C + T): the forward variables are stored every K frames
 (``segment``), and each segment's are recomputed from its checkpoint during the backward sweep.
-
-numba's on-disk cache of these kernels (and of :mod:`ctcop.logexp`'s) is read through
-:class:`RecoveringCache`: a cache file that cannot be read (corrupted, truncated, written by
-something else) is a cache miss, its index is removed and the kernel compiled anew and saved.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import sys
-from types import ModuleType
-from typing import Any
 
 import numpy as np
-from numba.core.caching import FunctionCache
-from numba.core.dispatcher import Dispatcher
 
-from . import logexp
 from .logexp import EXACT_BELOW, compiled, entry, exp_nonpositive, log_normal
 
 NEG_INF = -math.inf
@@ -410,7 +398,7 @@ def _block_sizes(lengths: np.ndarray, target_lengths: np.ndarray, first: int, la
 
 
 @entry
-def batch_loglik(
+def batch_loss(
     logits: np.ndarray,
     batch_major: bool,
     lengths: np.ndarray,
@@ -422,16 +410,17 @@ def batch_loglik(
     last: int,
     out: np.ndarray,
 ) -> None:
-    """ln of the summed probability of every aligned path (NaN for a non-finite active logit)
-    of samples ``[first, last)`` into ``out``. ``logits`` is [T, N, C], or [N, T, C] when
-    ``batch_major``; ``targets[i, :target_lengths[i]]`` is sample i's target."""
+    """The losses (spec 4.3) of samples ``[first, last)`` into ``out``, rounded once to its element
+    type: minus the ln of the summed probability of every aligned path, +0.0 where a rounding
+    error would put it below 0, NaN for a non-finite active logit. ``logits`` is [T, N, C], or
+    [N, T, C] when ``batch_major``; ``targets[i, :target_lengths[i]]`` is sample i's target."""
     frames, width = _block_sizes(lengths, target_lengths, first, last)
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
     scratch, work = np.empty((5, width)), np.empty(logits.shape[2])
     checkpoints, normalising = np.empty((1, width)), np.empty((2, frames))
     for i in range(first, last):
         states = lattice(targets[i, : target_lengths[i]], blank, merge_repeated, classes, moves)
-        out[i] = _forward_pass(
+        loss = 0.0 - _forward_pass(
             logits,
             batch_major,
             i,
@@ -444,6 +433,19 @@ def batch_loglik(
             checkpoints[:0],
             normalising,
         )
+        out[i] = 0.0 if loss < 0.0 else loss
+
+
+@compiled
+def _segment(frames: int, labels: int, segment_elements: int) -> int:
+    """K: the frames between two stored checkpoints of a sample's forward variables,
+    ``min(T, max(ceil(sqrt(T)), segment_elements // (S + 2)))`` and at least 1."""
+    root = int(math.sqrt(max(frames - 1, 0)))  # isqrt(T - 1): the float root, corrected to the integer one
+    while root * root > frames - 1:
+        root -= 1
+    while (root + 1) * (root + 1) <= frames - 1:
+        root += 1
+    return max(1, min(max(frames, 1), max(root + 1, segment_elements // (2 * labels + 3))))
 
 
 @entry
@@ -455,16 +457,16 @@ def batch_grad(
     target_lengths: np.ndarray,
     blank: int,
     merge_repeated: bool,
-    segments: np.ndarray,
+    segment_elements: int,
     first: int,
     last: int,
     out: np.ndarray,
     grad: np.ndarray,
 ) -> None:
-    """:func:`batch_loglik`, and the gradient of each sample's loss into ``grad`` (same layout as
-    ``logits``, zero on entry): NaN in its active frames for a non-finite active logit, left 0
-    when no path is aligned. Sample i's forward variables are stored every ``segments[i]``
-    frames."""
+    """The log-likelihood of each sample (NaN for a non-finite active logit) into ``out``, and
+    the gradient of each sample's loss into ``grad`` (same layout as ``logits``, zero on entry):
+    NaN in its active frames for a non-finite active logit, left 0 when no path is aligned.
+    Sample i's forward variables are stored every :func:`_segment` frames."""
     most_frames, width = _block_sizes(lengths, target_lengths, first, last)
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
     scratch, work = np.empty((7, width)), np.empty(logits.shape[2])
@@ -472,48 +474,29 @@ def batch_grad(
     for i in range(first, last):
         frames = lengths[i]
         states = lattice(targets[i, : target_lengths[i]], blank, merge_repeated, classes, moves)
-        count = -(-frames // segments[i])
+        count = -(-frames // _segment(frames, target_lengths[i], segment_elements))
         checkpoints = np.empty((count, states + 2))
         alphas = np.empty((-(-frames // max(1, count)), states + 2))
-        arrays = (classes[:states], moves, scratch, work, checkpoints, alphas, normalising)
-        out[i] = _forward_pass(logits, batch_major, i, frames, *arrays)
+        lattice_classes = classes[:states]
+        out[i] = _forward_pass(
+            logits, batch_major, i, frames, lattice_classes, moves, scratch, work, checkpoints, alphas, normalising
+        )
         if math.isnan(out[i]):
             for t in range(frames):
                 row = _row(grad, batch_major, i, t)
                 _fill(row, 0, row.shape[0], math.nan)
         elif out[i] > NEG_INF:
-            _backward_sweep(logits, batch_major, i, frames, *arrays, grad)
-
-
-# -- numba's cache: an unreadable cache file is a miss, never an error -------------------------------
-
-
-class RecoveringCache(FunctionCache):
-    """numba's per-function cache, except that a cache file that cannot be read (a corrupted or
-    truncated index or data file raises anything from UnpicklingError to AttributeError) is a
-    miss: the index is removed, so the kernel is compiled and saved anew; a cache that cannot be
-    written leaves the kernel compiled in memory only."""
-
-    def load_overload(self, sig: Any, target_context: Any) -> Any:
-        try:
-            return super().load_overload(sig, target_context)  # type: ignore[no-untyped-call]
-        except Exception:  # any unreadable file: compile instead
-            with contextlib.suppress(OSError):
-                os.remove(self._cache_file._index_path)
-            return None
-
-    def save_overload(self, sig: Any, data: Any) -> None:
-        with contextlib.suppress(Exception):  # caching is an optimisation: the kernel works without it
-            super().save_overload(sig, data)  # type: ignore[no-untyped-call]
-
-
-def _recovering_caches(*modules: ModuleType) -> None:
-    """Every cached numba function of ``modules`` reads its cache through :class:`RecoveringCache`."""
-    for module in modules:
-        for value in vars(module).values():
-            dispatcher: Any = value  # numba's own attribute: where a dispatcher keeps its cache
-            if isinstance(value, Dispatcher) and type(dispatcher._cache) is FunctionCache:
-                dispatcher._cache = RecoveringCache(dispatcher.py_func)  # type: ignore[no-untyped-call]
-
-
-_recovering_caches(logexp, sys.modules[__name__])
+            _backward_sweep(
+                logits,
+                batch_major,
+                i,
+                frames,
+                lattice_classes,
+                moves,
+                scratch,
+                work,
+                checkpoints,
+                alphas,
+                normalising,
+                grad,
+            )

@@ -21,11 +21,18 @@ from a table rounded once, ``exp(r) - 1`` by its Taylor series to degree 6 (trun
 4e-17 relative). ``ln(v) = e ln 2 + ln(m)`` with ``m`` in
 ``[sqrt(1/2), sqrt(2))``, and ``ln(m) = 2 atanh(f)``, ``f = (m - 1) / (m + 1)``, ``|f| <= 0.172``,
 by its series to ``f**23`` (truncation below 1e-18 relative).
+
+:func:`compiled` and :func:`entry` are the core's two ways of compiling with numba. numba's
+on-disk cache of what they compile is read through :class:`RecoveringCache`: a cache file that
+cannot be read (corrupted, truncated, written by something else) is a cache miss, its index is
+removed and the function compiled anew and saved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 from collections.abc import Callable
 from decimal import Decimal, localcontext
 from typing import Any, TypeVar, cast
@@ -34,6 +41,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import types
+from numba.core.caching import FunctionCache
 from numba.extending import intrinsic
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -57,19 +65,46 @@ _MANTISSA = (1 << 52) - 1
 _EXPONENT_ZERO = 1023 << 52
 
 
+class RecoveringCache(FunctionCache):
+    """numba's per-function cache, except that a cache file that cannot be read (a corrupted or
+    truncated index or data file raises anything from UnpicklingError to AttributeError) is a
+    miss: the index is removed, so the kernel is compiled and saved anew; a cache that cannot be
+    written leaves the kernel compiled in memory only."""
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        try:
+            return super().load_overload(sig, target_context)  # type: ignore[no-untyped-call]
+        except Exception:  # any unreadable file: compile instead
+            with contextlib.suppress(OSError):
+                os.remove(self._cache_file._index_path)
+            return None
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        with contextlib.suppress(Exception):  # caching is an optimisation: the kernel works without it
+            super().save_overload(sig, data)  # type: ignore[no-untyped-call]
+
+
+def _recovering(dispatcher: Any) -> Any:
+    """``dispatcher`` reading its on-disk cache through :class:`RecoveringCache` (``_cache`` is
+    numba's own attribute: where a dispatcher keeps its cache)."""
+    dispatcher._cache = RecoveringCache(dispatcher.py_func)  # type: ignore[no-untyped-call]
+    return dispatcher
+
+
 def compiled(function: F) -> F:
     """numba's ``njit`` for a function called only from compiled code: cached across processes,
     releasing the GIL, inlined into its callers by LLVM (5-25% faster on small frames), without
     the wrappers that would make it callable from Python (they cost about a fifth of the first
     compilation), typed for mypy."""
     internal: dict[str, Any] = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
-    return cast(F, numba.njit(cache=True, nogil=True, error_model="numpy", forceinline=True, **internal)(function))
+    options = {"cache": True, "nogil": True, "error_model": "numpy", "forceinline": True, **internal}
+    return cast(F, _recovering(numba.njit(**options)(function)))
 
 
 def entry(function: F) -> F:
     """numba's ``njit`` for a kernel called from Python: cached across processes, releasing the
     GIL, typed for mypy."""
-    return cast(F, numba.njit(cache=True, nogil=True, error_model="numpy")(function))
+    return cast(F, _recovering(numba.njit(cache=True, nogil=True, error_model="numpy")(function)))
 
 
 def _bitcast(source: types.Type, target: types.Type, llvm_target: ir.Type) -> Any:

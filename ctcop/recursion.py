@@ -1,8 +1,9 @@
 """The forward-backward core over a batch (spec/ctcloss4.md, sections 4.5 and 5).
 
 A :class:`~ctcop.canonical.CanonicalBatch` is cut into blocks of samples, and each block runs in
-the compiled per-sample kernels of :mod:`ctcop.kernels` on one of a pool of threads. Every sample
-is computed on its own, so neither the batch around it nor the thread count changes a bit of its
+the compiled per-sample kernels of :mod:`ctcop.kernels` on the calling thread or one of a pool of
+threads (a small batch, below PARALLEL_WORK, runs whole on the calling thread). Every sample is
+computed on its own, so neither the batch around it nor the thread count changes a bit of its
 result.
 
 Threads: :func:`set_num_threads`, or the environment variable ``CTCOP_NUM_THREADS`` read at the
@@ -21,7 +22,6 @@ copied (to float32, which holds them exactly), and non-contiguous ones made cont
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import threading
 from collections.abc import Callable
@@ -42,6 +42,13 @@ FloatArray = npt.NDArray[np.float64]
 SEGMENT_ELEMENTS = 1 << 20
 # Samples handed to a thread at a time: enough blocks per thread to even out unequal lengths.
 BLOCKS_PER_THREAD = 4
+# Work (N * T * (C + S + 2), S for the longest target: frames times classes and states; twice
+# that for the gradient, GRADIENT_WORK) below which a batch runs on the calling thread alone.
+# Handing blocks to 2 threads and collecting them costs 22-31 us at best (35-60 us on average on a
+# loaded machine) and a unit of work 4-9 ns (docs/design.md): below 2^13 units (35-75 us on one
+# thread) a second thread saves less than the hand-over costs.
+PARALLEL_WORK = 1 << 13
+GRADIENT_WORK = 2  # the gradient's passes cost 2.3 times the loss's per unit (T = 5, C = 11)
 # The largest thread count accepted: far above any CPU count the core can use, far below what
 # exhausts a process's threads.
 MAX_THREADS = 1024
@@ -95,26 +102,40 @@ def get_num_threads() -> int:
         return _threads
 
 
-def _run_blocks(samples: int, block: Callable[[int, int], None]) -> None:
-    """``block(first, last)`` over the samples, cut into contiguous blocks, on the pool."""
+def _run_blocks(samples: int, work: int, block: Callable[[int, int], None]) -> None:
+    """``block(first, last)`` over the samples: at once on this thread when there is one thread,
+    one sample or less than PARALLEL_WORK of ``work``; otherwise cut into contiguous blocks that
+    the pool's threads and this one take in turn."""
     global _pool
     threads = get_num_threads()
-    if threads == 1 or samples <= 1:
+    if threads == 1 or samples <= 1 or work < PARALLEL_WORK:
         block(0, samples)
         return
     with _pool_lock:
         if _pool is None or _pool[0] != threads:
-            _pool = (threads, ThreadPoolExecutor(threads, thread_name_prefix="ctcop"))
+            _pool = (threads, ThreadPoolExecutor(threads - 1, thread_name_prefix="ctcop"))
         pool = _pool[1]
     count = min(samples, threads * BLOCKS_PER_THREAD)
     edges = [samples * k // count for k in range(count + 1)]
-    futures = []
+    taken = itertools.count()  # next() on it is atomic: each block is taken by one thread
+
+    def blocks() -> None:
+        k = next(taken)
+        while k < count:
+            block(edges[k], edges[k + 1])
+            k = next(taken)
+
+    futures: list[Future[None]] = []
     try:
-        for first, last in itertools.pairwise(edges):
-            futures.append(pool.submit(block, first, last))
+        for _ in range(threads - 1):
+            futures.append(pool.submit(blocks))
     except RuntimeError as error:  # a thread could not be started ("can't start new thread")
         _discard(pool, futures)
         raise InvalidInputError("threads", f"could not start {threads} threads ({error}): set fewer") from None
+    try:
+        blocks()
+    finally:
+        wait(futures)
     for future in futures:
         future.result()
 
@@ -146,32 +167,48 @@ def _kernel_arguments(batch: CanonicalBatch, logits: np.ndarray) -> tuple[Any, .
         logits,
         batch.time_axis == 1,
         batch.lengths,
-        batch.targets,
+        np.ascontiguousarray(batch.targets),
         batch.target_lengths,
         batch.blank,
         batch.merge_repeated,
     )
 
 
-def log_likelihood(batch: CanonicalBatch) -> FloatArray:
-    """ln of the summed probability of all aligned paths, per sample (NaN for non-finite input)."""
+def _work(batch: CanonicalBatch) -> int:
+    """An upper bound of the batch's work: N * T * (C + S + 2), S for the longest target."""
+    classes = int(batch.logits.shape[2])
+    return batch.batch_size * batch.num_frames * (classes + 2 * int(batch.targets.shape[1]) + 3)
+
+
+def _losses(batch: CanonicalBatch, dtype: np.dtype) -> np.ndarray:
+    """The batch's losses computed in float64 and rounded once to ``dtype`` (float32 or float64)."""
     arguments = _kernel_arguments(batch, _kernel_logits(batch))
-    out = np.empty(batch.batch_size)
+    out = np.empty(batch.batch_size, dtype)
 
     def block(first: int, last: int) -> None:
-        kernel: Callable[..., None] = kernels.batch_loglik
+        kernel: Callable[..., None] = kernels.batch_loss
         kernel(*arguments, first, last, out)
 
-    _run_blocks(batch.batch_size, block)
+    _run_blocks(batch.batch_size, _work(batch), block)
     return out
 
 
-def segment_lengths(batch: CanonicalBatch) -> npt.NDArray[np.int64]:
-    """K per sample: frames between two stored checkpoints of the forward variables."""
-    frames = batch.lengths
-    states = 2 * batch.target_lengths + 3  # two pads
-    root = np.array([math.isqrt(max(int(t) - 1, 0)) + 1 for t in frames], dtype=np.int64)
-    return np.maximum(1, np.minimum(np.maximum(frames, 1), np.maximum(root, SEGMENT_ELEMENTS // states)))
+def losses(batch: CanonicalBatch) -> np.ndarray:
+    """Minus the ln of the summed probability of all aligned paths, per sample (spec 4.3; +0.0
+    for a certain path, NaN for non-finite input), rounded once to the logits' element type."""
+    dtype = batch.logits.dtype
+    if dtype.kind != "f" or dtype.itemsize not in (4, 8):  # float16, bfloat16
+        return round_once(_losses(batch, np.dtype(np.float64)), dtype)
+    if dtype.isnative:
+        return _losses(batch, dtype)  # rounded by the kernel
+    return _losses(batch, dtype.newbyteorder("=")).astype(dtype)
+
+
+def log_likelihood(batch: CanonicalBatch) -> FloatArray:
+    """ln of the summed probability of all aligned paths, per sample, in float64 (at most 0; NaN for
+    non-finite input)."""
+    loglik: FloatArray = 0.0 - _losses(batch, np.dtype(np.float64))
+    return loglik
 
 
 def log_likelihood_and_grad(batch: CanonicalBatch) -> tuple[FloatArray, np.ndarray]:
@@ -180,19 +217,18 @@ def log_likelihood_and_grad(batch: CanonicalBatch) -> tuple[FloatArray, np.ndarr
     The gradient is softmax minus the posterior state occupancy (spec section 5); it is 0 in
     inactive frames and for samples with no aligned path, and NaN in the active frames of
     samples whose active frames hold a non-finite value. Each sample's gradient is formed in
-    float64 and rounded once to the logits' type.
+    float64 and rounded once to the logits' type. Forward variables are kept every K frames,
+    K = max(ceil(sqrt(T_i)), SEGMENT_ELEMENTS // (S_i + 2)) (at most T_i).
     """
     logits = _kernel_logits(batch)
     direct = batch.logits.dtype == logits.dtype
     grad = np.zeros(logits.shape, dtype=logits.dtype if direct else np.float64)
     out = np.empty(batch.batch_size)
-    segments = segment_lengths(batch)
-
-    arguments = _kernel_arguments(batch, logits)
+    arguments = (*_kernel_arguments(batch, logits), SEGMENT_ELEMENTS)
 
     def block(first: int, last: int) -> None:
         kernel: Callable[..., None] = kernels.batch_grad
-        kernel(*arguments, segments, first, last, out, grad)
+        kernel(*arguments, first, last, out, grad)
 
-    _run_blocks(batch.batch_size, block)
+    _run_blocks(batch.batch_size, GRADIENT_WORK * _work(batch), block)
     return out, grad if direct else round_once(grad, batch.logits.dtype)

@@ -15,16 +15,15 @@ from .rounding import round_once
 
 
 def _rounded(loglik: np.ndarray, batch: canonical.CanonicalBatch) -> np.ndarray:
-    """-loglik rounded once to the logits' type; +0.0 (never -0.0, never a rounding error below 0)
+    """-loglik (overwritten) rounded once to the logits' type; +0.0 (never -0.0, never a rounding error below 0)
     for a certain path."""
-    loss = 0.0 - loglik
-    loss[loss < 0.0] = 0.0
-    return round_once(loss, batch.logits.dtype)
+    loss = np.subtract(0.0, loglik, out=loglik)
+    return round_once(np.maximum(loss, 0.0, out=loss), batch.logits.dtype)  # NaN stays NaN
 
 
 def _loss(batch: canonical.CanonicalBatch) -> np.ndarray:
     """The losses of ``batch`` (spec 4.3) in the logits' element type."""
-    return _rounded(recursion.log_likelihood(batch), batch)
+    return recursion.losses(batch)
 
 
 def _loss_and_grad(batch: canonical.CanonicalBatch) -> tuple[np.ndarray, np.ndarray]:

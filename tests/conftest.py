@@ -45,3 +45,12 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["CTCOP_FUZZ"] = "long"
     if os.environ.get("CTCOP_FUZZ") == "long":
         settings.load_profile("fuzz-long")
+
+
+@pytest.fixture
+def every_batch_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of any size go to the core's thread pool (below ``PARALLEL_WORK`` a batch otherwise
+    runs on the calling thread), so that a test of the threads reaches them."""
+    from ctcop import recursion
+
+    monkeypatch.setattr(recursion, "PARALLEL_WORK", 0)

@@ -25,6 +25,7 @@ from ctcop import recursion
 # -- defects -------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("every_batch_threaded")
 def test_set_num_threads_while_other_threads_compute_raises_nothing() -> None:
     """set_num_threads shuts the pool down while another thread holds a reference to it between
     ``pool = _pool`` and ``pool.submit``: that call dies with "RuntimeError: cannot schedule new

@@ -143,6 +143,7 @@ def test_gradient_at_large_gaps_matches_closed_form() -> None:
 
 
 @pytest.mark.parametrize(("segment_elements", "threads"), [(1, 1), (7, 2), (50, 3), (400, 1), (1 << 20, 2)])
+@pytest.mark.usefixtures("every_batch_threaded")
 def test_checkpoint_segments_and_threads_change_no_bit(
     monkeypatch: pytest.MonkeyPatch, segment_elements: int, threads: int
 ) -> None:

@@ -28,6 +28,8 @@ FORK = textwrap.dedent(
     """
 )
 
+pytestmark = pytest.mark.usefixtures("every_batch_threaded")
+
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_computes_with_a_new_pool() -> None:

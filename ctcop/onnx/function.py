@@ -18,10 +18,12 @@ input of its declared ranks and element types. Its stages, one function each:
   p < T_n and is a closing step after (emissions ln 1 for the blank's states, ln 0 for the
   others), so no step reads a masked frame and the end mass collects in state 2L;
 * emissions (3.2, 4.1, 4.4): the log-softmax ``(x - max) - ln sum exp(x - max)`` of the frames
-  read; up to FEW_CLASSES classes of every step's frame, gathered per block by GatherElements in
-  the Loop body; with more, the frame terms a cache-sized chunk of frames at a time (no tensor
-  of the logits' size) and a Gather of the states' logits; a frame is non-finite when its
-  log-sum is NaN or its minimum is infinite, and an active non-finite frame makes its sample NaN;
+  read, read once per distinct class of the lattice (the blank and the targets: 1 + L of the
+  2 + S rows) and spread to the rows by a Gather; up to FEW_CLASSES classes of every step's
+  frame, gathered per block by GatherElements in the Loop body; with more, the frame terms a
+  cache-sized chunk of frames at a time (no tensor of the logits' size) and a Gather of the
+  targets' logits; a frame is non-finite when its log-sum is NaN or its minimum is infinite, and
+  an active non-finite frame makes its sample NaN;
 * the Loop: blocks of UNROLL steps carry the forward variables [2 + S, N] relative to a float64
   per-sample offset; per step a fixed run of elementwise operators and Gathers;
 * read-out (4.3, 4.4, 11.5): ln of the mass of states 2L and 2L - 1 after the last step, +0.0
@@ -200,12 +202,15 @@ def _targets(g: GraphBuilder, labels: str, blank: str, collapse: str) -> tuple[s
 @dataclass(frozen=True)
 class _Lattice:
     """The states as rows: row 2 + s is state s; rows 0 and 1 are pads that stay ln 0, so the
-    step and skip moves read rows r - 1 and r - 2 with no bounds test. ``classes`` [N, 2 + S]
-    (pad rows copy the blank's class: a finite emission leaves ln 0 unchanged), ``rows``
+    step and skip moves read rows r - 1 and r - 2 with no bounds test. ``distinct`` [N, 1 + L]
+    holds the blank's class then the targets', and ``spread`` [2 + S] the column of ``distinct``
+    that holds each row's class (emissions are read once per distinct class and spread to the
+    rows; the pad rows read the blank's: a finite emission leaves ln 0 unchanged); ``rows``
     [2 + S], ``count`` [1] = 2 + S, the penalties [2 + S, N] (0 or -inf) of the stay and skip
     moves, and each sample's ``last_row`` [N] = 2L + 2 (state 2L)."""
 
-    classes: str
+    distinct: str
+    spread: str
     rows: str
     count: str
     stay_penalty: str
@@ -223,7 +228,6 @@ def _lattice(g: GraphBuilder, targets: str, lengths: str, blank: str, merge: str
     differs = g.Not(g.Equal(states, _shift_right(g, states, 2, g.i64(-1))))
     skip = g.And(is_label, g.Or(g.Not(merge), differs))
     pair = g.Concat(g.Shape(states, end=1), g.i64([2]), axis=0)
-    classes = g.Concat(g.Expand(blank, pair), states, axis=1)
     allowed_pair = g.Expand(g.const(True, np.bool_), pair)
     zero, neg_inf = g.const(0.0, compute), g.const(-np.inf, compute)
     stay_penalty, skip_penalty = (
@@ -231,8 +235,12 @@ def _lattice(g: GraphBuilder, targets: str, lengths: str, blank: str, merge: str
         for allowed in (stay, skip)
     )
     last_row = g.Add(g.Mul(lengths, g.i64(2)), g.i64(2))
-    count = g.Shape(classes, start=1, end=2)
-    return _Lattice(classes, _positions(g, classes), count, stay_penalty, skip_penalty, last_row)
+    count = g.Add(g.Shape(states, start=1, end=2), g.i64([2]))
+    distinct = g.Concat(g.Expand(blank, g.Concat(g.Shape(states, end=1), g.i64([1]), axis=0)), targets, axis=1)
+    # Row 2j + 1 (label state 2j - 1) reads column j of ``distinct``; pads and blank states column 0.
+    rows = g.Range(g.i64(0), g.Squeeze(count, g.i64([0])), g.i64(1))
+    spread = g.Mul(g.Div(g.Sub(rows, g.i64(1)), g.i64(2)), g.Mod(rows, g.i64(2)))
+    return _Lattice(distinct, spread, rows, count, stay_penalty, skip_penalty, last_row)
 
 
 def _if(
@@ -286,14 +294,16 @@ def _nonfinite(g: GraphBuilder, log_sum: str, bottom: str) -> str:
 @dataclass(frozen=True)
 class _EmissionInputs:
     """What the emission stage reads: ``inputs``, its rows [T * N, C], the frames, the active
-    mask [T, N], the classes of the states [2 + S, N], their count [1], the blank (scalar), the
-    sizes and the compute type."""
+    mask [T, N], the distinct classes of the states [1 + L, N] and the column of each row
+    [2 + S] (see _Lattice), the row count [1], the blank (scalar), the sizes and the compute
+    type."""
 
     x: str
     rows: str
     frames: _Frames
     active: str
-    classes: str
+    distinct: str
+    spread: str
     count: str
     blank: str
     sizes: Sizes
@@ -303,15 +313,17 @@ class _EmissionInputs:
 @dataclass(frozen=True)
 class _BlockEmissions:
     """Where the Loop body finds a block's emissions [UNROLL * (2 + S), N]: block b of
-    ``source``, which is [B, UNROLL * (2 + S), N] emissions, or with an ``index`` [UNROLL, 2 + S,
-    N] (int32) [B, UNROLL, C, N] log-probabilities by class that GatherElements reads."""
+    ``source``, which is [B, UNROLL * (2 + S), N] emissions, or with an ``index`` [UNROLL, 1 + L,
+    N] (int32) [B, UNROLL, C, N] log-probabilities by class that GatherElements reads once per
+    distinct class, and ``spread`` [2 + S] the column of each row (see _Lattice)."""
 
     source: str
     index: str | None = None
+    spread: str | None = None
 
 
 def _closing_emissions(g: GraphBuilder, classes: str, blank: str, compute: int) -> str:
-    """[2 + S, N] the emissions of a closing step: ln 1 for the blank's rows, ln 0 for the others.
+    """The emissions of a closing step for ``classes``: ln 1 for the blank, ln 0 for the others.
     A closing step moves each sample's end mass (states 2L and 2L - 1) into state 2L and keeps it
     there: no label state survives it, and a blank state only stays or takes its label's mass."""
     return g.Where(g.Equal(classes, blank), g.const(0.0, compute), g.const(-np.inf, compute))
@@ -335,20 +347,21 @@ def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, s
     blocks = g.Concat(
         g.Reshape(ctx.frames.blocks, g.i64([1])), g.i64([UNROLL]), ctx.sizes.classes, ctx.sizes.batch, axis=0
     )
-    shape = g.Concat(g.i64([UNROLL]), ctx.count, ctx.sizes.batch, axis=0)
+    shape = g.Concat(g.i64([UNROLL]), g.Shape(ctx.distinct), axis=0)
     # int32 indices: onnxruntime's GatherElements takes about two thirds of the time.
-    index = g.Expand(g.Unsqueeze(g.Cast(ctx.classes, to=TensorProto.INT32), g.i64([0])), shape)
+    index = g.Expand(g.Unsqueeze(g.Cast(ctx.distinct, to=TensorProto.INT32), g.i64([0])), shape)
     bad = _nonfinite(g, stats.log_sum, stats.bottom)
     nonfinite = any_along(g, g.And(bad, g.Not(ctx.frames.closing)), 0)
-    return g, _BlockEmissions(g.Reshape(by_class, blocks, allowzero=1), index), nonfinite
+    return g, _BlockEmissions(g.Reshape(by_class, blocks, allowzero=1), index, ctx.spread), nonfinite
 
 
 def _many_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
     """More classes: the frame terms of ``inputs`` in chunks of about CHUNK values (whole frames,
     at least one) in a Loop, so no tensor of the logits' size is made and each chunk stays in
     cache; then a Gather of each state's logit from the flat ``inputs`` at the frame each step
-    reads, and (x - max) - ln sum exp(x - max) on the gathered values only. Returns the branch,
-    the emissions [P, 2 + S, N] and [N] true for a sample with an active non-finite frame."""
+    reads, and (x - max) - ln sum exp(x - max) on the gathered values only, once per distinct
+    class, spread to the rows. Returns the branch, the emissions [P, 2 + S, N] and [N] true for a
+    sample with an active non-finite frame."""
     g = GraphBuilder("many_classes_")
     batch, frames = ctx.sizes.batch, ctx.sizes.frames
     per_frame = g.Mul(ctx.sizes.batch, ctx.sizes.classes)
@@ -379,11 +392,12 @@ def _many_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
         g.Unsqueeze(g.Gather(g.Gather(flat_terms, g.i64(k), axis=1), ctx.frames.rows, axis=0), g.i64([1]))
         for k in (0, 1)
     ]
-    flat = g.Add(g.Unsqueeze(g.Mul(ctx.frames.rows, ctx.sizes.class_count), g.i64([1])), ctx.classes)
+    flat = g.Add(g.Unsqueeze(g.Mul(ctx.frames.rows, ctx.sizes.class_count), g.i64([1])), ctx.distinct)
     gathered = g.Cast(_take(g, ctx.rows, flat), to=ctx.compute)
     emissions = g.Sub(g.Sub(gathered, step_terms[0]), step_terms[1])
-    closing = _closing_emissions(g, ctx.classes, ctx.blank, ctx.compute)
-    return g, [g.Where(g.Unsqueeze(ctx.frames.closing, g.i64([1])), closing, emissions), nonfinite]
+    closing = _closing_emissions(g, ctx.distinct, ctx.blank, ctx.compute)
+    by_class = g.Where(g.Unsqueeze(ctx.frames.closing, g.i64([1])), closing, emissions)
+    return g, [g.Gather(by_class, ctx.spread, axis=1), nonfinite]
 
 
 def _no_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
@@ -460,7 +474,8 @@ def _loop_body(ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_pen
     g = GraphBuilder("step_")
     block = g.Gather(source.source, "b", axis=0)
     if source.index is not None:
-        block = g.Reshape(g.GatherElements(block, source.index, axis=1), ctx.block_shape, allowzero=1)
+        by_class = g.GatherElements(block, source.index, axis=1)
+        block = g.Reshape(g.Gather(by_class, source.spread, axis=1), ctx.block_shape, allowzero=1)
     emissions = [g.fresh("emission") for _ in range(UNROLL)]
     g.node("Split", [block], emissions, axis=0, num_outputs=UNROLL)
     # The masses are 1 (absent) before the block's first step.
@@ -539,12 +554,15 @@ def _forward(
     axis0 = g.i64([0])
     ctx, start = _loop_inputs(g, lattice, frames, sizes, merge, compute)
     x_rows = g.Reshape(x, g.Concat(g.Mul(sizes.frames, sizes.batch), sizes.classes, axis=0), allowzero=1)
-    classes = g.Transpose(lattice.classes, perm=[1, 0])
+    distinct = g.Transpose(lattice.distinct, perm=[1, 0])
     blank = g.Sub(sizes.class_count, g.i64(1))
-    inputs = _EmissionInputs(x, x_rows, frames, checked.active, classes, lattice.count, blank, sizes, compute)
+    inputs = _EmissionInputs(
+        x, x_rows, frames, checked.active, distinct, lattice.spread, lattice.count, blank, sizes, compute
+    )
     is_few, by_class, index, blocked, nonfinite = _emission_ways(g, inputs, ctx)
     loop_branches = []
-    for way, way_source in (("few", _BlockEmissions(by_class, index)), ("many", _BlockEmissions(blocked))):
+    ways = (("few", _BlockEmissions(by_class, index, lattice.spread)), ("many", _BlockEmissions(blocked)))
+    for way, way_source in ways:
         part = GraphBuilder(f"{way}_classes_loop_")
         loop_branches.append((part, _loops(part, ctx, start, way_source, compute)))
     loop_kinds: list[tuple[Any, list[Any]]] = [(compute, [None, None]), (DOUBLE, [1, None])]
