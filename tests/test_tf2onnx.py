@@ -16,7 +16,7 @@ tf = pytest.importorskip("tensorflow")
 tf2onnx = pytest.importorskip("tf2onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from test_tf_bridge import CASES, EMPTY, FEATURES, INDICES, LENGTHS, VALUES, C, F, compiled  # noqa: E402
+from test_tf_bridge import CASES, EMPTY, FEATURES, INDICES, LENGTHS, VALUES, C, F, SparseModel, compiled  # noqa: E402
 
 from ctcop.errors import InvalidInputError  # noqa: E402
 from ctcop.onnx import DOMAIN, OP_TYPE  # noqa: E402
@@ -31,17 +31,8 @@ SPARSE = [
 ]
 
 
-class DynamicModel(tf.Module):  # type: ignore[misc]
-    """A Dense layer feeding ``tf.compat.v1.nn.ctc_loss``, any batch and time."""
-
-    def __init__(self, ignore_longer: bool) -> None:
-        super().__init__()
-        self.dense = tf.keras.layers.Dense(C, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=3))
-        self.dense.build((None, F))
-        self.ignore_longer = ignore_longer
-
-    def logits(self, features: Any) -> Any:
-        return self.dense(features)
+class DynamicModel(SparseModel):  # type: ignore[misc]
+    """:class:`test_tf_bridge.SparseModel` (the same Dense layer and weights) at any batch and time."""
 
     @tf.function(input_signature=SPARSE)  # type: ignore[untyped-decorator]
     def __call__(self, features: Any, indices: Any, values: Any, sequence_length: Any) -> Any:
