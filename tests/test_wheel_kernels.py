@@ -1,0 +1,88 @@
+"""The wheel carries the compiled kernels (docs/design.md, "First call"): built from this checkout
+and installed into a fresh folder, the package computes the same bits as the checkout without
+compiling anything, and a kernel whose source changed is compiled instead of loaded."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ctcop
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+# Loss and gradient of one float32 and one float64 problem, printed as hex bits.
+PROGRAM = """
+import numpy as np, ctcop
+rng = np.random.default_rng(7)
+for dtype in (np.float32, np.float64):
+    logits = rng.standard_normal((6, 3, 5)).astype(dtype)
+    mask = np.ones((6, 3), dtype=bool)
+    labels = np.array([[0, 1, -1, -1, -1, -1], [2, 2, -1, -1, -1, -1], [-1] * 6])
+    loss, grad = ctcop.ctc_loss_grad(logits, mask, labels)
+    print(ctcop.ctc_loss(logits, mask, labels).tobytes().hex(), loss.tobytes().hex(), grad.tobytes().hex())
+"""
+
+
+def _expected() -> str:
+    rng = np.random.default_rng(7)
+    lines = []
+    for dtype in (np.float32, np.float64):
+        logits = rng.standard_normal((6, 3, 5)).astype(dtype)
+        mask = np.ones((6, 3), dtype=bool)
+        labels = np.array([[0, 1, -1, -1, -1, -1], [2, 2, -1, -1, -1, -1], [-1] * 6])
+        loss, grad = ctcop.ctc_loss_grad(logits, mask, labels)
+        lines.append(" ".join(a.tobytes().hex() for a in (ctcop.ctc_loss(logits, mask, labels), loss, grad)))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package built into a wheel from this checkout and installed into a fresh folder."""
+    folder = tmp_path_factory.mktemp("wheel")
+    env = {name: value for name, value in os.environ.items() if name != "NUMBA_CACHE_DIR"}
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(folder)]
+    subprocess.run([*build, str(ROOT)], check=True, env=env, cwd=folder)
+    (wheel,) = folder.glob("ctcop-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        cached = [name for name in archive.namelist() if name.startswith("ctcop/__pycache__/kernels.")]
+    assert any(name.endswith(".nbi") for name in cached) and any(name.endswith(".nbc") for name in cached)
+    target = folder / "site"
+    install = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)]
+    subprocess.run(install, check=True, env=env, cwd=folder)
+    return target
+
+
+def _run(target: Path) -> subprocess.CompletedProcess[str]:
+    env = {name: value for name, value in os.environ.items() if name != "NUMBA_CACHE_DIR"}
+    env.update(PYTHONPATH=str(target), NUMBA_DEBUG_CACHE="1", PYTHONDONTWRITEBYTECODE="1")
+    command = [sys.executable, "-c", PROGRAM]
+    return subprocess.run(command, env=env, cwd=target, capture_output=True, text=True, check=True, timeout=600)
+
+
+def test_installed_wheel_loads_its_kernels_and_compiles_nothing(installed: Path) -> None:
+    done = _run(installed)
+    debug = [line for line in done.stdout.splitlines() if line.startswith("[cache]")]
+    assert [line for line in debug if "data loaded" in line]
+    assert not [line for line in debug if "data saved" in line]
+    values = "".join(line + "\n" for line in done.stdout.splitlines() if not line.startswith("[cache]"))
+    assert values == _expected()
+
+
+def test_a_changed_source_is_compiled_not_loaded(installed: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "site"
+    shutil.copytree(installed, copy)
+    kernels = copy / "ctcop" / "kernels.py"
+    kernels.write_text(kernels.read_text() + "\n# changed\n")
+    done = _run(copy)
+    assert "data saved" in done.stdout
+    values = "".join(line + "\n" for line in done.stdout.splitlines() if not line.startswith("[cache]"))
+    assert values == _expected()
