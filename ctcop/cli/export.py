@@ -47,6 +47,11 @@ def add_parser(commands: Commands) -> None:
         action="store_true",
         help="ONNX only: the node replaced by its function's body, standard operators only (spec 11.2)",
     )
+    parser.add_argument(
+        "--static",
+        action="store_true",
+        help="with --inline and fixed dims: every shape fixed, the recursion a Scan (runtimes without Loop: tract)",
+    )
     parser.add_argument("--attach", metavar="MODEL", help="add the loss to this model instead")
     parser.add_argument(
         "--logits-output", type=arguments.text("output name"), help="with --attach: the [T,N,C] output, name or index"
@@ -107,7 +112,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     if args.format == "onnx":
         arguments.refuse_ignored(args, ["form"], "with --format onnx (it chooses between IR forms)")
     else:
-        arguments.refuse_ignored(args, ["opset", "inline"], "with --format ir (they shape the ONNX model)")
+        arguments.refuse_ignored(args, ["opset", "inline", "static"], "with --format ir (they shape the ONNX model)")
     if args.form == "released":
         return _released_options(args)
     arguments.refuse_ignored(args, ["index_dtype", "blank_index"], "without --form released")
@@ -151,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         from .. import onnx as wing
 
         opset = wing.MIN_OPSET if args.opset is None else args.opset
-        onnx_options = {"opset": opset, "inline": bool(args.inline), **common}
+        onnx_options = {"opset": opset, "inline": bool(args.inline), "static": bool(args.static), **common}
         if args.attach:
             model = wing.attach_onnx(wing.load_onnx(args.attach), args.logits_output or "logits", **onnx_options)
         else:

@@ -20,7 +20,7 @@ from . import function
 from .files import inferred_shapes, known_opset
 from .inline import inlined
 from .types import type_name
-from .writer import checked_opset, loss_node, mask_and_labels, value_info, with_function
+from .writer import checked_opset, loss_node, mask_and_labels, static_dims, value_info, with_function
 
 
 def _output_name(model: onnx.ModelProto, logits_output: str | int) -> str:
@@ -73,13 +73,15 @@ def attach_onnx(
     attributes: Mapping[str, Any] | None = None,
     opset: int = function.MIN_OPSET,
     inline: bool = False,
+    static: bool = False,
 ) -> onnx.ModelProto:
     """``model`` with ``sequence_mask`` and ``labels`` inputs and a ``loss`` output added, the loss
     computed from the model's output ``logits_output`` (a name or an index; [T, N, C],
     float16/32/64, which gives the loss's element type and dims). The logits output is kept. Other
     options as for :func:`ctcop.onnx.onnx_model`; the model keeps its own default-domain opset
     when newer, and is converted to ``opset`` when older. ``inline``: the loss node replaced by
-    its function's body (:func:`ctcop.onnx.inline.inlined`)."""
+    its function's body (:func:`ctcop.onnx.inline.inlined`); ``static`` (with ``inline``, for
+    logits of fixed dims): the static form (spec 11.2)."""
     target = checked_opset(opset)
     model = converted_model(model, target)
     logits_name = _output_name(model, logits_output)
@@ -89,6 +91,7 @@ def attach_onnx(
     options = ExportOptions.of(
         dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, dims=dims, attributes=attributes
     )
+    fixed = static_dims(options, static, inline)
     taken = {v.name for v in [*model.graph.input, *model.graph.output]}
     taken |= {o for node in model.graph.node for o in node.output}
     loss = attached_names(taken)[2]
@@ -100,7 +103,7 @@ def attach_onnx(
     out.graph.node.append(loss_node(logits_name, options))
     out.graph.output.append(value_info(loss, options.dtype, [options.dims[1]]))
     try:
-        attached = with_function(out, options, max(target, known_opset(model) or 0))
+        attached = with_function(out, options, max(target, known_opset(model) or 0), fixed)
     except onnx.checker.ValidationError as error:
         reason = described(error)
         raise InvalidInputError("model", f"with the loss attached it fails onnx.checker: {reason}") from None

@@ -25,7 +25,8 @@ input of its declared ranks and element types. Its stages, one function each:
   targets' logits; a frame is non-finite when its log-sum is NaN or its minimum is infinite, and
   an active non-finite frame makes its sample NaN;
 * the Loop: blocks of UNROLL steps carry the forward variables [2 + S, N] relative to a float64
-  per-sample offset; per step a fixed run of elementwise operators and Gathers;
+  per-sample offset; per step a fixed run of elementwise operators and Gathers; with fixed dims
+  (the static form, ``fixed``) a Scan with the same body, every shape a constant;
 * read-out (4.3, 4.4, 11.5): ln of the mass of states 2L and 2L - 1 after the last step, +0.0
   for a zero, NaN for non-finite and faulty samples, cast back to the element type of
   ``inputs`` with CastLike.
@@ -42,7 +43,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..schema import encoding, form
-from .graph import GraphBuilder, Sizes, any_along, fitted
+from .graph import FixedDims, GraphBuilder, Sizes, any_along, fitted, live
 from .types import tensor_type
 
 DOMAIN: str = encoding("onnx")["domain"]
@@ -81,18 +82,21 @@ def _shift_right(g: GraphBuilder, values: str, by: int, fill: str) -> str:
     return g.Slice(padded, g.i64([0]), g.i64([-by]), g.i64([1]))
 
 
-def _compact(g: GraphBuilder, values: str, keep: str, fill: str) -> tuple[str, str]:
+def _compact(g: GraphBuilder, values: str, keep: str, fill: str, trim: bool) -> tuple[str, str]:
     """Stable move of the kept entries of each row to its front; the rest becomes ``fill``.
 
-    Returns the rows trimmed to the longest kept length, and the kept counts [N].
+    Returns the rows, trimmed to the longest kept length when ``trim`` holds (a width known only
+    when the graph runs) and at their own width otherwise, and the kept counts [N].
     """
     one, axis1 = g.i64(1), g.i64([1])
-    kept = g.Cast(keep, to=INT64)
+    kept = g.int64(keep)
     counts = g.ReduceSum(kept, axis1, keepdims=1)
     before = g.Sub(g.CumSum(kept, one), one)
     after = g.Add(counts, g.Sub(g.CumSum(g.Sub(one, kept), one), one))
     moved = g.ScatterElements(values, g.Where(keep, before, after), values, axis=1)
     filled = g.Where(g.Less(_positions(g, values), counts), moved, fill)
+    if not trim:
+        return filled, g.Squeeze(counts, axis1)
     longest = g.ReduceMax(g.Concat(g.Flatten(counts, axis=0), g.i64([[0]]), axis=1))
     trimmed = g.Slice(filled, g.i64([0]), g.Reshape(longest, g.i64([1])), axis1)
     return trimmed, g.Squeeze(counts, axis1)
@@ -109,13 +113,25 @@ def _interleave(g: GraphBuilder, values: str, between: str, first: str) -> str:
     return g.Concat(head, flat, axis=1)
 
 
-def _finite_or(g: GraphBuilder, values: str, fallback: str) -> str:
-    return g.Where(g.IsInf(values), fallback, values)
+def _is_inf(g: GraphBuilder, values: str, kind: int) -> str:
+    """IsInf of ``values`` of element type ``kind``, as |x| = inf: tract types IsInf and IsNaN of
+    float64 values as float64, not bool."""
+    return g.Equal(g.Abs(values), g.const(np.inf, kind))
+
+
+def _is_nan(g: GraphBuilder, values: str) -> str:
+    """IsNaN as x != x (see _is_inf)."""
+    return g.Not(g.Equal(values, values))
+
+
+def _finite_or(g: GraphBuilder, values: str, fallback: str, kind: int) -> str:
+    return g.Where(_is_inf(g, values, kind), fallback, values)
 
 
 def _logsumexp(g: GraphBuilder, terms: list[str], zero: str, *plus: str) -> str:
-    """ln sum_j exp(terms[j]) (+ the ``plus`` terms), exact for all -inf terms (-inf)."""
-    top = _finite_or(g, g.Max(*terms), zero)
+    """ln sum_j exp(terms[j]) (+ the ``plus`` terms) of float64 terms, exact for all -inf terms
+    (-inf)."""
+    top = _finite_or(g, g.Max(*terms), zero, DOUBLE)
     total = g.Sum(*(g.Exp(g.Sub(term, top)) for term in terms))
     return g.Sum(top, g.Log(total), *plus)
 
@@ -147,7 +163,7 @@ def _checks(g: GraphBuilder, mask_name: str, labels_name: str, sizes: Sizes) -> 
     mask = fitted(g, mask_name, g.Concat(sizes.frames, sizes.batch, axis=0), g.f64(0.0), 2, to=DOUBLE)
     labels = fitted(g, labels_name, g.Concat(sizes.batch, sizes.frames, axis=0), g.f64(-1.0), 2, to=DOUBLE)
     one, zero = g.Equal(mask, g.f64(1.0)), g.Equal(mask, g.f64(0.0))
-    after_gap = g.And(one, g.Greater(g.CumSum(g.Cast(g.Not(one), to=INT64), g.i64(0)), g.i64(0)))
+    after_gap = g.And(one, g.Greater(g.CumSum(g.int64(g.Not(one)), g.i64(0)), g.i64(0)))
     mask_faults = any_along(g, g.Or(g.Not(g.Or(one, zero)), after_gap), 0)
     last_class = g.Cast(g.Sub(sizes.class_count, g.i64(2)), to=DOUBLE)
     label_ok = g.And(g.GreaterOrEqual(labels, g.f64(0.0)), g.LessOrEqual(labels, last_class))
@@ -158,7 +174,7 @@ def _checks(g: GraphBuilder, mask_name: str, labels_name: str, sizes: Sizes) -> 
     faults = g.Or(g.Or(mask_faults, label_faults), batch_fault)
     active = g.And(one, g.Not(g.Unsqueeze(faults, axis0)))
     kept = g.Where(g.And(label_ok, g.Not(g.Unsqueeze(faults, axis1))), labels, g.f64(-1.0))
-    return _Checked(active, g.Cast(kept, to=INT64), faults)
+    return _Checked(active, g.int64(kept), faults)
 
 
 @dataclass(frozen=True)
@@ -182,21 +198,22 @@ def _frames(g: GraphBuilder, active: str, sizes: Sizes, sample_ids: str) -> _Fra
     blocks = g.Div(g.Add(sizes.frames, g.i64([UNROLL - 1])), unroll)
     padded = g.Squeeze(g.Mul(blocks, unroll), g.i64([0]))
     steps = g.Unsqueeze(g.Range(g.i64(0), padded, g.i64(1)), g.i64([1]))
-    counts = g.ReduceSum(g.Cast(active, to=INT64), g.i64([0]), keepdims=0)
+    counts = g.ReduceSum(g.int64(active), g.i64([0]), keepdims=0)
     frame = g.Min(steps, g.Max(g.Sub(sizes.frame_count, g.i64(1)), g.i64(0)))
     rows = g.Add(g.Mul(frame, sizes.batch), sample_ids)
     closing = g.GreaterOrEqual(steps, g.Unsqueeze(counts, g.i64([0])))
     return _Frames(rows, closing, counts, g.Squeeze(blocks, g.i64([0])), padded)
 
 
-def _targets(g: GraphBuilder, labels: str, blank: str, collapse: str) -> tuple[str, str]:
+def _targets(g: GraphBuilder, labels: str, blank: str, collapse: str, trim: bool) -> tuple[str, str]:
     """Targets (3.3, 3.4) [N, L] and their lengths [N] from the checked int64 ``labels``: every
-    pad removed, then repeats collapsed when ``collapse`` holds."""
-    targets, lengths = _compact(g, labels, g.Not(g.Equal(labels, g.i64(-1))), blank)
+    pad removed, then repeats collapsed when ``collapse`` holds. L is the longest target when
+    ``trim`` holds, else T (see _compact)."""
+    targets, lengths = _compact(g, labels, g.Not(g.Equal(labels, g.i64(-1))), blank, trim)
     in_target = g.Less(_positions(g, targets), g.Unsqueeze(lengths, g.i64([1])))
     starts_run = g.Not(g.Equal(targets, _shift_right(g, targets, 1, g.i64(-1))))
     keep = g.And(in_target, g.Or(g.Not(collapse), starts_run))
-    return _compact(g, targets, keep, blank)
+    return _compact(g, targets, keep, blank, trim)
 
 
 @dataclass(frozen=True)
@@ -286,9 +303,9 @@ def _stats(g: GraphBuilder, logits: str, axis: int = 2) -> _Stats:
     return _Stats(centred, top, log_sum, g.ReduceMin(logits, classes, keepdims=1))
 
 
-def _nonfinite(g: GraphBuilder, log_sum: str, bottom: str) -> str:
+def _nonfinite(g: GraphBuilder, log_sum: str, bottom: str, compute: int) -> str:
     """[F, N] true where a frame is non-finite: its log-sum is NaN or its minimum infinite."""
-    return g.Squeeze(g.Or(g.IsNaN(log_sum), g.IsInf(bottom)), g.i64([2]))
+    return g.Squeeze(g.Or(_is_nan(g, log_sum), _is_inf(g, bottom, compute)), g.i64([2]))
 
 
 @dataclass(frozen=True)
@@ -350,19 +367,44 @@ def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, s
     shape = g.Concat(g.i64([UNROLL]), g.Shape(ctx.distinct), axis=0)
     # int32 indices: onnxruntime's GatherElements takes about two thirds of the time.
     index = g.Expand(g.Unsqueeze(g.Cast(ctx.distinct, to=TensorProto.INT32), g.i64([0])), shape)
-    bad = _nonfinite(g, stats.log_sum, stats.bottom)
+    bad = _nonfinite(g, stats.log_sum, stats.bottom, ctx.compute)
     nonfinite = any_along(g, g.And(bad, g.Not(ctx.frames.closing)), 0)
     return g, _BlockEmissions(g.Reshape(by_class, blocks, allowzero=1), index, ctx.spread), nonfinite
 
 
-def _many_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
-    """More classes: the frame terms of ``inputs`` in chunks of about CHUNK values (whole frames,
-    at least one) in a Loop, so no tensor of the logits' size is made and each chunk stays in
-    cache; then a Gather of each state's logit from the flat ``inputs`` at the frame each step
-    reads, and (x - max) - ln sum exp(x - max) on the gathered values only, once per distinct
-    class, spread to the rows. Returns the branch, the emissions [P, 2 + S, N] and [N] true for a
-    sample with an active non-finite frame."""
+def _many_classes(ctx: _EmissionInputs, chunked: bool) -> tuple[GraphBuilder, list[str]]:
+    """More classes: the frame terms of ``inputs`` (with ``chunked``, a chunk at a time, see
+    _chunked_terms; else of all frames at once); then a Gather of each state's logit from the flat
+    ``inputs`` at the frame each step reads, and (x - max) - ln sum exp(x - max) on the gathered
+    values only, once per distinct class, spread to the rows. Returns the branch, the emissions
+    [P, 2 + S, N] and [N] true for a sample with an active non-finite frame."""
     g = GraphBuilder("many_classes_")
+    if chunked:
+        terms = _chunked_terms(g, ctx)
+    else:
+        stats = _stats(g, g.Cast(ctx.x, to=ctx.compute))
+        terms = g.Concat(stats.top, stats.log_sum, stats.bottom, axis=2)
+    top, log_sum, bottom = (g.fresh(name) for name in ("top", "log_sum", "bottom"))
+    g.node("Split", [terms], [top, log_sum, bottom], axis=2, num_outputs=3)
+    nonfinite = any_along(g, g.And(_nonfinite(g, log_sum, bottom, ctx.compute), ctx.active), 0)
+    # The terms of the frame each step reads, as [P, 1, N] columns.
+    flat_terms = g.Reshape(terms, g.i64([-1, 3]))
+    step_terms = [
+        g.Unsqueeze(g.Gather(g.Gather(flat_terms, g.i64(k), axis=1), ctx.frames.rows, axis=0), g.i64([1]))
+        for k in (0, 1)
+    ]
+    flat = g.Add(g.Unsqueeze(g.Mul(ctx.frames.rows, ctx.sizes.class_count), g.i64([1])), ctx.distinct)
+    gathered = g.Cast(_take(g, ctx.rows, flat), to=ctx.compute)
+    emissions = g.Sub(g.Sub(gathered, step_terms[0]), step_terms[1])
+    closing = _closing_emissions(g, ctx.distinct, ctx.blank, ctx.compute)
+    by_class = g.Where(g.Unsqueeze(ctx.frames.closing, g.i64([1])), closing, emissions)
+    return g, [g.Gather(by_class, ctx.spread, axis=1), nonfinite]
+
+
+def _chunked_terms(g: GraphBuilder, ctx: _EmissionInputs) -> str:
+    """The frame terms [T, N, 3] (max, log-sum, min) of ``inputs`` in chunks of about CHUNK values
+    (whole frames, at least one) in a Loop, so no tensor of the logits' size is made and each
+    chunk stays in cache."""
     batch, frames = ctx.sizes.batch, ctx.sizes.frames
     per_frame = g.Mul(ctx.sizes.batch, ctx.sizes.classes)
     chunk = g.Max(g.Div(g.i64([CHUNK]), g.Max(per_frame, g.i64([1]))), g.i64([1]))
@@ -383,21 +425,7 @@ def _many_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
     acc0 = g.Expand(zero, g.Concat(g.i64([0]), batch, g.i64([3]), axis=0))
     terms = g.fresh("terms")
     g.node("Loop", [count, g.const(True, np.bool_), acc0], [terms], body=loop_body)
-    top, log_sum, bottom = (g.fresh(name) for name in ("top", "log_sum", "bottom"))
-    g.node("Split", [terms], [top, log_sum, bottom], axis=2, num_outputs=3)
-    nonfinite = any_along(g, g.And(_nonfinite(g, log_sum, bottom), ctx.active), 0)
-    # The terms of the frame each step reads, as [P, 1, N] columns.
-    flat_terms = g.Reshape(terms, g.i64([-1, 3]))
-    step_terms = [
-        g.Unsqueeze(g.Gather(g.Gather(flat_terms, g.i64(k), axis=1), ctx.frames.rows, axis=0), g.i64([1]))
-        for k in (0, 1)
-    ]
-    flat = g.Add(g.Unsqueeze(g.Mul(ctx.frames.rows, ctx.sizes.class_count), g.i64([1])), ctx.distinct)
-    gathered = g.Cast(_take(g, ctx.rows, flat), to=ctx.compute)
-    emissions = g.Sub(g.Sub(gathered, step_terms[0]), step_terms[1])
-    closing = _closing_emissions(g, ctx.distinct, ctx.blank, ctx.compute)
-    by_class = g.Where(g.Unsqueeze(ctx.frames.closing, g.i64([1])), closing, emissions)
-    return g, [g.Gather(by_class, ctx.spread, axis=1), nonfinite]
+    return terms
 
 
 def _no_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
@@ -451,8 +479,11 @@ def _step(
     return g.Add(top, emission), g.Clip(g.Sum(*weights), ctx.one)
 
 
-def _loop_body(ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_penalty: bool) -> onnx.GraphProto:
-    """UNROLL steps of the forward recursion (spec 4.5) as one Loop iteration.
+def _loop_body(
+    ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_penalty: bool, scan: bool
+) -> onnx.GraphProto:
+    """UNROLL steps of the forward recursion (spec 4.5) as one Loop iteration, or with ``scan``
+    one Scan iteration (the block of ``source`` is then the Scan's input, not a Gather).
 
     Carried values: ``alpha`` [2 + S, N] in the compute type, the forward variables of each
     sample minus its ``offset`` [1, N] (float64). Within the block a forward variable is a pair,
@@ -469,10 +500,11 @@ def _loop_body(ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_pen
     compute type stay small, so float32 rounding is relative to a few frames' log-probabilities,
     not to the whole sum. Every operator is elementwise, variadic or a Gather (onnxruntime's
     Where and its reductions over a short leading axis cost several times more). A Loop, not a
-    Scan: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
+    Scan, where T is known only when the graph runs: onnxruntime's Scan fails on a zero-length
+    scan axis (T = 0).
     """
     g = GraphBuilder("step_")
-    block = g.Gather(source.source, "b", axis=0)
+    block = "block" if scan else g.Gather(source.source, "b", axis=0)
     if source.index is not None:
         by_class = g.GatherElements(block, source.index, axis=1)
         block = g.Reshape(g.Gather(by_class, source.spread, axis=1), ctx.block_shape, allowzero=1)
@@ -483,24 +515,23 @@ def _loop_body(ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_pen
     for step in range(UNROLL):
         scale, mass = _step(g, ctx, scale, mass, emissions[step], stay_penalty)
     alpha = g.Add(scale, g.Log(mass)) if mass is not None else scale
-    own_top = _finite_or(g, g.ReduceMax(g.Add(alpha, ctx.own_penalty), g.i64([0]), keepdims=1), ctx.zero)
+    own_top = _finite_or(g, g.ReduceMax(g.Add(alpha, ctx.own_penalty), g.i64([0]), keepdims=1), ctx.zero, compute)
     g.node("Sub", [alpha, own_top], ["alpha_out"])
     g.node("Add", ["offset_in", g.Cast(own_top, to=DOUBLE)], ["offset_out"])
-    g.node("Identity", ["cond_in"], ["cond_out"])
+    info = helper.make_tensor_value_info
     # Carried values are rank 2 with free dimensions: their sizes are those of the Loop's inputs.
     carried = (("alpha", compute), ("offset", DOUBLE))
+    inputs = [info(f"{name}_in", kind, [None, None]) for name, kind in carried]
+    outputs = [info(f"{name}_out", kind, [None, None]) for name, kind in carried]
+    if scan:
+        rank = 3 if source.index is not None else 2
+        return helper.make_graph(g.nodes, "ctc_forward_step", [*inputs, info("block", compute, [None] * rank)], outputs)
+    g.node("Identity", ["cond_in"], ["cond_out"])
     return helper.make_graph(
         g.nodes,
         "ctc_forward_step",
-        [
-            helper.make_tensor_value_info("b", INT64, []),
-            helper.make_tensor_value_info("cond_in", BOOL, []),
-            *(helper.make_tensor_value_info(f"{name}_in", kind, [None, None]) for name, kind in carried),
-        ],
-        [
-            helper.make_tensor_value_info("cond_out", BOOL, []),
-            *(helper.make_tensor_value_info(f"{name}_out", kind, [None, None]) for name, kind in carried),
-        ],
+        [info("b", INT64, []), info("cond_in", BOOL, []), *inputs],
+        [info("cond_out", BOOL, []), *outputs],
     )
 
 
@@ -514,15 +545,22 @@ class _Start:
     merge: str
 
 
-def _loops(g: GraphBuilder, ctx: _LoopInputs, start: _Start, source: _BlockEmissions, compute: int) -> list[str]:
-    """The forward Loop over ``source``: an If on merge_repeated picks a body with or without the
-    stay penalty. Returns ``alpha`` [2 + S, N] (compute type) and ``offset`` [1, N] (float64)."""
+def _loops(
+    g: GraphBuilder, ctx: _LoopInputs, start: _Start, source: _BlockEmissions, compute: int, scan: bool
+) -> list[str]:
+    """The forward Loop over ``source``, or with ``scan`` a Scan over its blocks: an If on
+    merge_repeated picks a body with or without the stay penalty. Returns ``alpha`` [2 + S, N]
+    (compute type) and ``offset`` [1, N] (float64)."""
     branches = []
     for stay_penalty in (False, True):
         part = GraphBuilder(f"{g.prefix}{'stay_penalty' if stay_penalty else 'free_stays'}_")
         outputs = [part.fresh(name) for name in ("alpha", "offset")]
-        inputs = [start.blocks, part.const(True, np.bool_), start.alpha, start.offset]
-        part.node("Loop", inputs, outputs, body=_loop_body(ctx, source, compute, stay_penalty))
+        body = _loop_body(ctx, source, compute, stay_penalty, scan)
+        if scan:
+            part.node("Scan", [start.alpha, start.offset, source.source], outputs, body=body, num_scan_inputs=1)
+        else:
+            inputs = [start.blocks, part.const(True, np.bool_), start.alpha, start.offset]
+            part.node("Loop", inputs, outputs, body=body)
         branches.append((part, outputs))
     return _if(g, start.merge, (branches[0], branches[1]), [(compute, [None, None]), (DOUBLE, [1, None])])
 
@@ -537,6 +575,7 @@ def _forward(
     sizes: Sizes,
     merge: str,
     compute: int,
+    fixed: FixedDims | None,
 ) -> tuple[str, str]:
     """Emissions (4.1, 4.5) and the forward Loop (4.5), with ln 0 = -inf. Returns [2, N] (float64)
     the forward variables of states 2L and 2L - 1 after the last step, and [N] true for a sample
@@ -548,9 +587,10 @@ def _forward(
     any sample with T_n < P, while a sample with T_n = P has its end states as they are. No step
     reads a masked frame: a sample with no frames only closes (its result is its start).
 
-    An If picks how emissions are read, by C (both ways give the same values): up to FEW_CLASSES
+    How emissions are read depends on C (every way gives the same values): up to FEW_CLASSES
     the Loop body gathers each block's emissions (_few_classes); with more they are gathered
-    before the Loop (_many_classes); with C = 0 they are zeros (_no_classes)."""
+    before the Loop (_many_classes); with C = 0 they are zeros (_no_classes). With ``fixed``
+    dims (T, N, C) see _fixed_recursion, else _recursion."""
     axis0 = g.i64([0])
     ctx, start = _loop_inputs(g, lattice, frames, sizes, merge, compute)
     x_rows = g.Reshape(x, g.Concat(g.Mul(sizes.frames, sizes.batch), sizes.classes, axis=0), allowzero=1)
@@ -559,17 +599,49 @@ def _forward(
     inputs = _EmissionInputs(
         x, x_rows, frames, checked.active, distinct, lattice.spread, lattice.count, blank, sizes, compute
     )
-    is_few, by_class, index, blocked, nonfinite = _emission_ways(g, inputs, ctx)
-    loop_branches = []
-    ways = (("few", _BlockEmissions(by_class, index, lattice.spread)), ("many", _BlockEmissions(blocked)))
-    for way, way_source in ways:
-        part = GraphBuilder(f"{way}_classes_loop_")
-        loop_branches.append((part, _loops(part, ctx, start, way_source, compute)))
-    loop_kinds: list[tuple[Any, list[Any]]] = [(compute, [None, None]), (DOUBLE, [1, None])]
-    alpha, offset = _if(g, is_few, (loop_branches[0], loop_branches[1]), loop_kinds)
+    if fixed is None:
+        alpha, offset, nonfinite = _recursion(g, inputs, ctx, start)
+    else:
+        alpha, offset, nonfinite = _fixed_recursion(g, inputs, ctx, start, fixed)
     end_rows = g.Concat(*(g.Unsqueeze(r, axis0) for r in (lattice.last_row, g.Sub(lattice.last_row, g.i64(1)))), axis=0)
     at_end = g.Cast(_take(g, alpha, g.Add(g.Mul(end_rows, sizes.batch), sample_ids)), to=DOUBLE)
     return g.Add(at_end, offset), nonfinite
+
+
+def _recursion(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs, start: _Start) -> tuple[str, str, str]:
+    """Dims known only when the graph runs: an If on C picks how emissions are read, and a Loop
+    runs the blocks (T may be 0). Returns ``alpha``, ``offset`` and the non-finite samples [N]."""
+    is_few, by_class, index, blocked, nonfinite = _emission_ways(g, inputs, ctx)
+    loop_branches = []
+    ways = (("few", _BlockEmissions(by_class, index, inputs.spread)), ("many", _BlockEmissions(blocked)))
+    for way, way_source in ways:
+        part = GraphBuilder(f"{way}_classes_loop_")
+        loop_branches.append((part, _loops(part, ctx, start, way_source, inputs.compute, scan=False)))
+    loop_kinds: list[tuple[Any, list[Any]]] = [(inputs.compute, [None, None]), (DOUBLE, [1, None])]
+    alpha, offset = _if(g, is_few, (loop_branches[0], loop_branches[1]), loop_kinds)
+    return alpha, offset, nonfinite
+
+
+def _fixed_recursion(
+    g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs, start: _Start, fixed: FixedDims
+) -> tuple[str, str, str]:
+    """Dims (T, N, C) known when the graph is built (the static form, spec 11.2): the way of
+    reading emissions is chosen by C here, the frame terms of the many-classes way are computed
+    for all frames at once, and a Scan runs the blocks (every shape is then fixed, and tract,
+    which has no Loop, runs it). With T = 0 there is no step (onnxruntime's Scan fails on a
+    zero-length scan axis): every sample keeps its start. Returns as _recursion."""
+    frames, _, classes = fixed
+    if frames == 0:
+        return start.alpha, start.offset, g.Expand(g.const(False, np.bool_), inputs.sizes.batch)
+    if classes <= FEW_CLASSES:
+        part, source, nonfinite = _few_classes(inputs)
+    else:
+        part, (emissions, nonfinite) = _many_classes(inputs, chunked=False)
+        blocks = part.Concat(part.Reshape(inputs.frames.blocks, part.i64([1])), ctx.block_shape, axis=0)
+        source = _BlockEmissions(part.Reshape(emissions, blocks, allowzero=1))
+    g.nodes.extend(part.nodes)
+    alpha, offset = _loops(g, ctx, start, source, inputs.compute, scan=True)
+    return alpha, offset, nonfinite
 
 
 def _loop_inputs(
@@ -623,7 +695,7 @@ def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs) -
     other = GraphBuilder("other_classes_")
     kinds = [(compute, [None, None, None]), (BOOL, [None])]
     is_none = other.Squeeze(other.Equal(sizes.classes, other.i64([0])), other.i64([0]))
-    emissions, other_nonfinite = _if(other, is_none, (_no_classes(inputs), _many_classes(inputs)), kinds)
+    emissions, other_nonfinite = _if(other, is_none, (_no_classes(inputs), _many_classes(inputs, chunked=True)), kinds)
     in_blocks = other.Reshape(emissions, other.Concat(blocks, ctx.block_shape, axis=0), allowzero=1)
     other_outputs = [
         other.Expand(other.const(np.zeros((0, 0, 0, 0)), compute), other.i64([0, 0, 0, 0])),
@@ -655,28 +727,34 @@ def _read_out(g: GraphBuilder, captured: str, sample_ids: str, sizes: Sizes, nan
     return g.Where(nan_samples, g.f64(np.nan), loss)
 
 
-def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.FunctionProto:
+def ctc_loss_function(
+    opset: int = MIN_OPSET, compute: str = "float64", fixed: FixedDims | None = None
+) -> onnx.FunctionProto:
     """The model-local function ``ai.ctcop.CTCLoss`` over standard ONNX operators of ``opset``.
 
     ``compute`` ("float32" or "float64") is the type of the log-softmax and of the recursion
     (the per-sample offsets and the result are float64). The exporters pass float64 for float64
-    models only.
+    models only. ``fixed`` (T, N, C): a body for inputs of exactly these dims, every shape in it
+    a constant and the recursion a Scan (the static form, spec 11.2); None: any dims.
     """
     spec = form("time_major")
     x, mask, labels = spec.input_names
     g = GraphBuilder()
     compute_type = tensor_type(compute)
-    sizes = Sizes.of(g, x)
+    sizes = Sizes.of(g, x) if fixed is None else Sizes.fixed(g, fixed)
     blank = g.Sub(sizes.class_count, g.i64(1))
     checked = _checks(g, mask, labels, sizes)
-    targets, lengths = _targets(g, checked.labels, blank, g.attribute("preprocess_collapse_repeated"))
+    collapse = g.attribute("preprocess_collapse_repeated")
+    targets, lengths = _targets(g, checked.labels, blank, collapse, trim=fixed is None)
     merge = g.attribute("merge_repeated")
     lattice = _lattice(g, targets, lengths, blank, merge, compute_type)
-    # 0 .. N-1 from a sum over no frame of ``inputs`` (not a Range), so shape inference keeps N.
+    # 0 .. N-1 from a sum over no frame of ``inputs`` (not a Range), so shape inference keeps N;
+    # its ones a Where, not a cast (see GraphBuilder.int64).
     no_frame = g.ReduceSum(g.Slice(x, g.i64([0]), g.i64([0]), g.i64([0])), g.i64([0, 2]), keepdims=0)
-    sample_ids = g.Sub(g.CumSum(g.Add(g.Cast(no_frame, to=INT64), g.i64(1)), g.i64(0)), g.i64(1))
+    ones = g.Where(g.Equal(no_frame, no_frame), g.i64(1), g.i64(0))
+    sample_ids = g.Sub(g.CumSum(ones, g.i64(0)), g.i64(1))
     frames = _frames(g, checked.active, sizes, sample_ids)
-    captured, nonfinite = _forward(g, x, checked, lattice, frames, sample_ids, sizes, merge, compute_type)
+    captured, nonfinite = _forward(g, x, checked, lattice, frames, sample_ids, sizes, merge, compute_type, fixed)
     nan_samples = g.Or(checked.faults, nonfinite)
     g.node("CastLike", [_read_out(g, captured, sample_ids, sizes, nan_samples), x], [spec.output_name])
     return helper.make_function(
@@ -684,7 +762,8 @@ def ctc_loss_function(opset: int = MIN_OPSET, compute: str = "float64") -> onnx.
         OP_TYPE,
         list(spec.input_names),
         [spec.output_name],
-        g.nodes,
+        # Without steps (fixed T = 0) the recursion's inputs are built and left unread.
+        live(g.nodes, [spec.output_name]),
         [helper.make_opsetid("", opset)],
         attribute_protos=[helper.make_attribute(name, int(default)) for name, default in spec.attributes.items()],
         doc_string="CTCLoss-4, time-major form; see spec/ctcloss4.md",

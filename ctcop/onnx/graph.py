@@ -66,6 +66,13 @@ class GraphBuilder:
     def f64(self, value: Any) -> str:
         return self.const(value, np.float64)
 
+    def int64(self, values: str) -> str:
+        """``values`` computed from the inputs' values cast to int64, as CastLike to an int64
+        constant: tract reads ``Cast(to=INT64)`` as a cast to its symbolic-dimension type, which
+        its CumSum and Pad do not take. (Not for values computed from shapes alone: with fixed
+        dims onnxruntime folds those, and warns where it cannot fold a CastLike.)"""
+        return self.CastLike(values, self.i64(0))
+
     def attribute(self, name: str) -> str:
         """A bool scalar holding the int attribute ``name`` of the enclosing function."""
         out = self.fresh(name)
@@ -75,6 +82,10 @@ class GraphBuilder:
         node.attribute.append(ref)
         self.nodes.append(node)
         return self.Cast(out, to=TensorProto.BOOL)
+
+
+# T, N and C of a graph built for exactly these dims (the static form, spec 11.2).
+FixedDims = tuple[int, int, int]
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,32 @@ class Sizes:
         frame_count, class_count = (g.Squeeze(dims[axis], g.i64([0])) for axis in "TC")
         return cls(dims["T"], dims["N"], dims["C"], frame_count, class_count)
 
+    @classmethod
+    def fixed(cls, g: GraphBuilder, dims: FixedDims) -> Sizes:
+        """T, N and C known when the graph is built: constants, so that every shape computed from
+        them is one too (the static form, spec 11.2)."""
+        t, n, c = dims
+        return cls(g.i64([t]), g.i64([n]), g.i64([c]), g.i64(t), g.i64(c))
+
+
+def live(nodes: Sequence[onnx.NodeProto], outputs: Sequence[str]) -> list[onnx.NodeProto]:
+    """The ``nodes`` that ``outputs`` depend on, in their order; a node reads its inputs and every
+    name its subgraphs read."""
+    needed, kept = set(outputs), []
+    for node in reversed(nodes):
+        if needed & set(node.output):
+            kept.append(node)
+            needed |= _read_by(node)
+    return kept[::-1]
+
+
+def _read_by(node: onnx.NodeProto) -> set[str]:
+    names = set(node.input)
+    for attribute in node.attribute:
+        if attribute.type == onnx.AttributeProto.GRAPH:
+            names |= {name for inner in attribute.g.node for name in _read_by(inner)}
+    return names
+
 
 def fitted(g: GraphBuilder, values: str, shape: str, fill: str, rank: int, to: int | None = None) -> str:
     """Rank-``rank`` ``values`` cut to ``shape`` [rank] and padded at the end with the scalar
@@ -112,5 +149,7 @@ def fitted(g: GraphBuilder, values: str, shape: str, fill: str, rank: int, to: i
 
 
 def any_along(g: GraphBuilder, flags: str, axis: int) -> str:
-    """True where bool ``flags`` holds anywhere along ``axis`` (a sum: defined for length 0)."""
-    return g.Greater(g.ReduceSum(g.Cast(flags, to=TensorProto.INT64), g.i64([axis]), keepdims=0), g.i64(0))
+    """True where bool ``flags`` holds anywhere along ``axis`` (a sum: defined for length 0; in
+    int32, exact for every axis of at most ``ctcop.options.MAX_DIM`` elements)."""
+    counts = g.ReduceSum(g.Cast(flags, to=TensorProto.INT32), g.i64([axis]), keepdims=0)
+    return g.Greater(counts, g.const(0, np.int32))

@@ -13,6 +13,7 @@ from ..errors import InvalidInputError
 from ..options import Dim, Dims, ExportOptions
 from ..schema import form
 from . import function
+from .graph import FixedDims
 from .inline import inlined
 from .types import tensor_type
 
@@ -55,15 +56,31 @@ def mask_and_labels(options: ExportOptions) -> list[onnx.ValueInfoProto]:
     return [value_info(mask, options.mask_dtype, [t, n]), value_info(labels, options.labels_dtype, [n, t])]
 
 
-def with_function(model: onnx.ModelProto, options: ExportOptions, opset: int) -> onnx.ModelProto:
-    """``model`` importing the default domain at ``opset`` and ai.ctcop, carrying the function."""
+def static_dims(options: ExportOptions, static: bool, inline: bool) -> FixedDims | None:
+    """The fixed (T, N, C) of the static form (spec 11.2) when ``static`` is asked for, else None;
+    refuses ``static`` without ``inline`` or without three fixed dims."""
+    if not static:
+        return None
+    if not inline:
+        raise InvalidInputError("static", "needs inline (the static form is function-free)")
+    t, n, c = options.dims
+    if not (isinstance(t, int) and isinstance(n, int) and isinstance(c, int)):
+        raise InvalidInputError("static", f"needs fixed dims T, N, C, got {options.dims!r}")
+    return t, n, c
+
+
+def with_function(
+    model: onnx.ModelProto, options: ExportOptions, opset: int, fixed: FixedDims | None = None
+) -> onnx.ModelProto:
+    """``model`` importing the default domain at ``opset`` and ai.ctcop, carrying the function
+    (for ``fixed`` dims, see :func:`ctcop.onnx.function.ctc_loss_function`)."""
     others = [op for op in model.opset_import if op.domain not in ("", function.DOMAIN)]
     del model.opset_import[:]
     model.opset_import.extend(
         [helper.make_opsetid("", opset), helper.make_opsetid(function.DOMAIN, function.DOMAIN_VERSION), *others]
     )
     compute = "float64" if options.dtype == "float64" else "float32"
-    model.functions.append(function.ctc_loss_function(opset, compute))
+    model.functions.append(function.ctc_loss_function(opset, compute, fixed))
     model.ir_version = ONNX_IR_VERSION
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -78,18 +95,22 @@ def onnx_model(
     attributes: Mapping[str, Any] | None = None,
     opset: int = function.MIN_OPSET,
     inline: bool = False,
+    static: bool = False,
 ) -> onnx.ModelProto:
     """A model with inputs ``inputs`` [T,N,C], ``sequence_mask`` [T,N], ``labels`` [N,T], one
     ``ai.ctcop.CTCLoss`` node and output ``loss`` [N]. ``dtype`` is the logits' and the loss's
     element type (float16/float32/float64); each of ``dims`` is an int or a symbolic name;
     ``attributes`` are the spec's two booleans (defaults from the schema); ``opset`` >= 18.
     ``inline``: the node replaced by its function's body, standard operators only
-    (:func:`ctcop.onnx.inline.inlined`).
+    (:func:`ctcop.onnx.inline.inlined`). ``static`` (with ``inline`` and int ``dims``): the
+    static form (spec 11.2), every shape fixed and the recursion a Scan, for runtimes without
+    ONNX ``Loop`` such as tract.
     """
     options = ExportOptions.of(
         dtype=dtype, mask_dtype=mask_dtype, labels_dtype=labels_dtype, dims=dims, attributes=attributes
     )
     chosen_opset = checked_opset(opset)
+    fixed = static_dims(options, static, inline)
     spec = form("time_major")
     x = spec.input_names[0]
     t, n, c = options.dims
@@ -99,5 +120,5 @@ def onnx_model(
         [value_info(x, options.dtype, [t, n, c]), *mask_and_labels(options)],
         [value_info(spec.output_name, options.dtype, [n])],
     )
-    model = with_function(helper.make_model(graph, producer_name="ctcop"), options, chosen_opset)
+    model = with_function(helper.make_model(graph, producer_name="ctcop"), options, chosen_opset, fixed)
     return inlined(model) if inline else model
