@@ -101,8 +101,8 @@ def test_the_static_form_is_function_free_with_a_scan_and_no_loop() -> None:
         return found
 
     ops = op_types(list(model.graph.node))
-    # One Scan per If branch on merge_repeated; the default form's Loops are gone.
-    assert ops.count("Scan") == 2 and "Loop" not in ops
+    # One Scan, with the body merge_repeated asks for (no If); the default form's Loops are gone.
+    assert ops.count("Scan") == 1 and "Loop" not in ops and "If" not in ops
     # With T = 0 there is no step and no Scan.
     assert "Scan" not in op_types(list(onnx_model(dims=(0, 4, 5), inline=True, static=True).graph.node))
 

@@ -103,7 +103,7 @@ def attach_onnx(
     out.graph.node.append(loss_node(logits_name, options))
     out.graph.output.append(value_info(loss, options.dtype, [options.dims[1]]))
     try:
-        attached = with_function(out, options, max(target, known_opset(model) or 0), fixed)
+        attached = with_function(out, options, max(target, known_opset(model) or 0), fixed, inline)
     except onnx.checker.ValidationError as error:
         reason = described(error)
         raise InvalidInputError("model", f"with the loss attached it fails onnx.checker: {reason}") from None

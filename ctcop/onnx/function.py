@@ -537,22 +537,24 @@ def _loop_body(
 
 @dataclass(frozen=True)
 class _Start:
-    """The Loop's count, its carried values before the first step and the merge flag."""
+    """The Loop's count, its carried values before the first step and the merge flag: the
+    attribute's value, or the value the graph is built for (the inlined form)."""
 
     blocks: str
     alpha: str
     offset: str
-    merge: str
+    merge: str | bool
 
 
 def _loops(
     g: GraphBuilder, ctx: _LoopInputs, start: _Start, source: _BlockEmissions, compute: int, scan: bool
 ) -> list[str]:
     """The forward Loop over ``source``, or with ``scan`` a Scan over its blocks: an If on
-    merge_repeated picks a body with or without the stay penalty. Returns ``alpha`` [2 + S, N]
-    (compute type) and ``offset`` [1, N] (float64)."""
+    merge_repeated picks a body with or without the stay penalty, or the body is chosen here
+    when the graph is built for one merge_repeated. Returns ``alpha`` [2 + S, N] (compute type)
+    and ``offset`` [1, N] (float64)."""
     branches = []
-    for stay_penalty in (False, True):
+    for stay_penalty in (False, True) if isinstance(start.merge, str) else (not start.merge,):
         part = GraphBuilder(f"{g.prefix}{'stay_penalty' if stay_penalty else 'free_stays'}_")
         outputs = [part.fresh(name) for name in ("alpha", "offset")]
         body = _loop_body(ctx, source, compute, stay_penalty, scan)
@@ -562,6 +564,9 @@ def _loops(
             inputs = [start.blocks, part.const(True, np.bool_), start.alpha, start.offset]
             part.node("Loop", inputs, outputs, body=body)
         branches.append((part, outputs))
+    if isinstance(start.merge, bool):
+        g.nodes.extend(branches[0][0].nodes)
+        return branches[0][1]
     return _if(g, start.merge, (branches[0], branches[1]), [(compute, [None, None]), (DOUBLE, [1, None])])
 
 
@@ -573,9 +578,9 @@ def _forward(
     frames: _Frames,
     sample_ids: str,
     sizes: Sizes,
-    merge: str,
+    merge: str | bool,
     compute: int,
-    fixed: FixedDims | None,
+    known: tuple[int | None, int | None],
 ) -> tuple[str, str]:
     """Emissions (4.1, 4.5) and the forward Loop (4.5), with ln 0 = -inf. Returns [2, N] (float64)
     the forward variables of states 2L and 2L - 1 after the last step, and [N] true for a sample
@@ -589,8 +594,8 @@ def _forward(
 
     How emissions are read depends on C (every way gives the same values): up to FEW_CLASSES
     the Loop body gathers each block's emissions (_few_classes); with more they are gathered
-    before the Loop (_many_classes); with C = 0 they are zeros (_no_classes). With ``fixed``
-    dims (T, N, C) see _fixed_recursion, else _recursion."""
+    before the Loop (_many_classes); with C = 0 they are zeros (_no_classes). ``known``: T and C
+    where the graph is built for them (see _chosen_recursion), else None."""
     axis0 = g.i64([0])
     ctx, start = _loop_inputs(g, lattice, frames, sizes, merge, compute)
     x_rows = g.Reshape(x, g.Concat(g.Mul(sizes.frames, sizes.batch), sizes.classes, axis=0), allowzero=1)
@@ -599,10 +604,11 @@ def _forward(
     inputs = _EmissionInputs(
         x, x_rows, frames, checked.active, distinct, lattice.spread, lattice.count, blank, sizes, compute
     )
-    if fixed is None:
+    known_frames, known_classes = known
+    if known_classes is None:
         alpha, offset, nonfinite = _recursion(g, inputs, ctx, start)
     else:
-        alpha, offset, nonfinite = _fixed_recursion(g, inputs, ctx, start, fixed)
+        alpha, offset, nonfinite = _chosen_recursion(g, inputs, ctx, start, known_frames, known_classes)
     end_rows = g.Concat(*(g.Unsqueeze(r, axis0) for r in (lattice.last_row, g.Sub(lattice.last_row, g.i64(1)))), axis=0)
     at_end = g.Cast(_take(g, alpha, g.Add(g.Mul(end_rows, sizes.batch), sample_ids)), to=DOUBLE)
     return g.Add(at_end, offset), nonfinite
@@ -622,30 +628,33 @@ def _recursion(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs, start
     return alpha, offset, nonfinite
 
 
-def _fixed_recursion(
-    g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs, start: _Start, fixed: FixedDims
+def _chosen_recursion(
+    g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs, start: _Start, frames: int | None, classes: int
 ) -> tuple[str, str, str]:
-    """Dims (T, N, C) known when the graph is built (the static form, spec 11.2): the way of
-    reading emissions is chosen by C here, the frame terms of the many-classes way are computed
-    for all frames at once, and a Scan runs the blocks (every shape is then fixed, and tract,
-    which has no Loop, runs it). With T = 0 there is no step (onnxruntime's Scan fails on a
-    zero-length scan axis): every sample keeps its start. Returns as _recursion."""
-    frames, _, classes = fixed
+    """C known when the graph is built (the inlined form for a fixed C, and the static form,
+    spec 11.2): the way of reading emissions is chosen by C here, with no If (onnxoptimizer's
+    elimination of an If whose condition is constant, which onnxsim runs, leaves a graph out of
+    topological order). With T known too (the static form) the frame terms of the many-classes
+    way are computed for all frames at once and a Scan runs the blocks (every shape is then
+    fixed, and tract, which has no Loop, runs it); with T = 0 there is no step (onnxruntime's
+    Scan fails on a zero-length scan axis): every sample keeps its start. Otherwise a Loop runs
+    them, as in _recursion. Returns as _recursion."""
     if frames == 0:
         return start.alpha, start.offset, g.Expand(g.const(False, np.bool_), inputs.sizes.batch)
-    if classes <= FEW_CLASSES:
+    if 0 < classes <= FEW_CLASSES:
         part, source, nonfinite = _few_classes(inputs)
     else:
-        part, (emissions, nonfinite) = _many_classes(inputs, chunked=False)
+        way = _no_classes(inputs) if classes == 0 else _many_classes(inputs, chunked=frames is None)
+        part, (emissions, nonfinite) = way
         blocks = part.Concat(part.Reshape(inputs.frames.blocks, part.i64([1])), ctx.block_shape, axis=0)
         source = _BlockEmissions(part.Reshape(emissions, blocks, allowzero=1))
     g.nodes.extend(part.nodes)
-    alpha, offset = _loops(g, ctx, start, source, inputs.compute, scan=True)
+    alpha, offset = _loops(g, ctx, start, source, inputs.compute, scan=frames is not None)
     return alpha, offset, nonfinite
 
 
 def _loop_inputs(
-    g: GraphBuilder, lattice: _Lattice, frames: _Frames, sizes: Sizes, merge: str, compute: int
+    g: GraphBuilder, lattice: _Lattice, frames: _Frames, sizes: Sizes, merge: str | bool, compute: int
 ) -> tuple[_LoopInputs, _Start]:
     """The forward Loop's constant inputs and its start: before any step only state 0 (row 2) has
     probability 1."""
@@ -728,14 +737,22 @@ def _read_out(g: GraphBuilder, captured: str, sample_ids: str, sizes: Sizes, nan
 
 
 def ctc_loss_function(
-    opset: int = MIN_OPSET, compute: str = "float64", fixed: FixedDims | None = None
+    opset: int = MIN_OPSET,
+    compute: str = "float64",
+    fixed: FixedDims | None = None,
+    classes: int | None = None,
+    merge_repeated: bool | None = None,
 ) -> onnx.FunctionProto:
     """The model-local function ``ai.ctcop.CTCLoss`` over standard ONNX operators of ``opset``.
 
     ``compute`` ("float32" or "float64") is the type of the log-softmax and of the recursion
     (the per-sample offsets and the result are float64). The exporters pass float64 for float64
     models only. ``fixed`` (T, N, C): a body for inputs of exactly these dims, every shape in it
-    a constant and the recursion a Scan (the static form, spec 11.2); None: any dims.
+    a constant and the recursion a Scan (the static form, spec 11.2); None: any dims. ``classes``
+    (C, without ``fixed``): a body for inputs of C classes only, which reads emissions the one
+    way C asks for (the inlined form of a model with a fixed C, spec 11.2); None: any C.
+    ``merge_repeated``: a body for nodes with that attribute value only, whose recursion has the
+    one body that value asks for (the inlined form, spec 11.2); None: any value.
     """
     spec = form("time_major")
     x, mask, labels = spec.input_names
@@ -754,7 +771,9 @@ def ctc_loss_function(
     ones = g.Where(g.Equal(no_frame, no_frame), g.i64(1), g.i64(0))
     sample_ids = g.Sub(g.CumSum(ones, g.i64(0)), g.i64(1))
     frames = _frames(g, checked.active, sizes, sample_ids)
-    captured, nonfinite = _forward(g, x, checked, lattice, frames, sample_ids, sizes, merge, compute_type, fixed)
+    known = (None, classes) if fixed is None else (fixed[0], fixed[2])
+    chosen = merge if merge_repeated is None else merge_repeated
+    captured, nonfinite = _forward(g, x, checked, lattice, frames, sample_ids, sizes, chosen, compute_type, known)
     nan_samples = g.Or(checked.faults, nonfinite)
     g.node("CastLike", [_read_out(g, captured, sample_ids, sizes, nan_samples), x], [spec.output_name])
     return helper.make_function(

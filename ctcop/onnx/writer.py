@@ -70,17 +70,21 @@ def static_dims(options: ExportOptions, static: bool, inline: bool) -> FixedDims
 
 
 def with_function(
-    model: onnx.ModelProto, options: ExportOptions, opset: int, fixed: FixedDims | None = None
+    model: onnx.ModelProto, options: ExportOptions, opset: int, fixed: FixedDims | None = None, inline: bool = False
 ) -> onnx.ModelProto:
     """``model`` importing the default domain at ``opset`` and ai.ctcop, carrying the function
-    (for ``fixed`` dims, see :func:`ctcop.onnx.function.ctc_loss_function`)."""
+    (for ``fixed`` dims, see :func:`ctcop.onnx.function.ctc_loss_function`). ``inline``: the
+    function is to be inlined, so it is built for the attributes of the node it replaces and, with
+    a fixed C, for that C (spec 11.2)."""
     others = [op for op in model.opset_import if op.domain not in ("", function.DOMAIN)]
     del model.opset_import[:]
     model.opset_import.extend(
         [helper.make_opsetid("", opset), helper.make_opsetid(function.DOMAIN, function.DOMAIN_VERSION), *others]
     )
     compute = "float64" if options.dtype == "float64" else "float32"
-    model.functions.append(function.ctc_loss_function(opset, compute, fixed))
+    classes = options.dims[2] if inline and isinstance(options.dims[2], int) else None
+    merge = options.attributes["merge_repeated"] if inline else None
+    model.functions.append(function.ctc_loss_function(opset, compute, fixed, classes, merge))
     model.ir_version = ONNX_IR_VERSION
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -120,5 +124,5 @@ def onnx_model(
         [value_info(x, options.dtype, [t, n, c]), *mask_and_labels(options)],
         [value_info(spec.output_name, options.dtype, [n])],
     )
-    model = with_function(helper.make_model(graph, producer_name="ctcop"), options, chosen_opset, fixed)
+    model = with_function(helper.make_model(graph, producer_name="ctcop"), options, chosen_opset, fixed, inline)
     return inlined(model) if inline else model
