@@ -176,3 +176,32 @@ def test_openvino_adapters_run_the_read_only_inputs_they_are_handed(tmp_path) ->
     result = ctcop_cli("conformance", "--runtimes", "openvino,openvino-onnx", *chosen, "--json", str(out))
     statuses = {(r["runtime"], r["status"]) for r in json.loads(out.read_text())["results"]}
     assert statuses == {("openvino", "crash"), ("openvino-onnx", "pass")}, result.stdout  # D1: an empty target
+
+
+def test_the_default_run_samples_the_slow_runtimes_by_a_stated_rule() -> None:
+    from ctcop.conformance import runner, sampling, suite
+    from ctcop.defects import registry
+
+    assert sampling.family("released/blank_absent/int32/bfloat16") == "released/blank_absent"
+    assert sampling.representatives(
+        ["a/x/float16", "a/x/float64", "a/x/float32", "b/y/int64/float64", "b/y/int32/float64"]
+    ) == {
+        "a/x/float32",
+        "b/y/int64/float64",
+    }
+    chosen = corpus.select(corpus.load_all())
+    picked = sampling.sample(chosen, "openvino", registry().defects)
+    assert {sampling.family(c.id) for c in chosen} == {sampling.family(i) for i in picked}
+    assert "spec/random_30_nomerge/float32" in picked  # D1's smallest case
+    plan = suite.make_plan(["reference", "openvino"], [], [], None, sample=True)
+    assert set(plan.sampled) == {"openvino"} and plan.runs("reference") == len(chosen)
+    part = plan.samples()["openvino"]
+    assert (part["cases"], part["not_run"], part["rule"]) == (len(picked), len(chosen) - len(picked), sampling.RULE)
+    shards = [suite.make_plan(["openvino"], [], [], (k, 2), sample=True).sampled["openvino"] for k in (1, 2)]
+    assert shards[0] | shards[1] == picked and not shards[0] & shards[1]
+    assert not suite.make_plan(["openvino"], [], [], None).sampled
+    tasks = runner.tasks_for(["reference", "openvino"], ["a", "b"], {"openvino": {"b"}})
+    assert [(t.runtime, t.case, t.run) for t in tasks] == [
+        ("reference", "a", 0), ("reference", "a", 1), ("reference", "b", 0), ("reference", "b", 1),
+        ("openvino", "b", 0), ("openvino", "b", 1),
+    ]  # fmt: skip

@@ -165,6 +165,20 @@ def test_different_selections_are_refused_unless_the_common_cases_are_asked_for(
     assert diff.compare(old, same, CASES).old_selection == same.selection
 
 
+def test_a_sampled_runtime_is_another_selection_compared_on_the_cases_it_ran() -> None:
+    both = ("probe", "other")
+    old = loaded([passed(F32), passed(F64), passed(F32, "other"), passed(F64, "other")], both)
+    rule = {"rule": "a sample", "cases": 1, "not_run": 1}
+    selection = {"patterns": ["worked"], "shard": None, "cases": 2, "sampled": {"probe": rule}}
+    new = loaded(
+        [passed(F64), passed(F32, "other"), replace(off(F64, 0.5), runtime="other")], both, selection=selection
+    )
+    with pytest.raises(diff.SelectionError, match="new: worked, sampled probe: a sample"):
+        diff.compare(old, new, CASES)
+    found = diff.compare(old, new, CASES, allow_different_selection=True)
+    assert [(c.kind, c.runtime, c.case) for c in found.changes] == [("regressed", "other", F64)]
+
+
 def test_the_text_is_short_and_the_json_holds_every_change() -> None:
     old = [passed(f"spec/random_{k:02d}/float32") for k in range(4)]
     found = diff.compare(loaded(old), loaded([off(r.case, 0.5) for r in old], complete=False), CASES)

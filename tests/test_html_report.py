@@ -243,3 +243,11 @@ def test_chromium_renders_the_page_and_reads_the_reports_matrix(hostile_run: Pat
     page = Page(dom.stdout)
     check_matrix(page, json.loads((hostile_run / "a.json").read_text()))
     assert HOSTILE_DESCRIPTION in page.content and not any(tag in ("script", "img") for tag, _ in page.elements)
+
+
+def test_the_runtimes_that_ran_a_sample_are_stated_with_their_counts_and_rule() -> None:
+    text, document = rendered(RESULTS, RUNTIMES)
+    assert 'id="sampled"' not in text  # every runtime ran every case
+    sampled = {"openvino": {"rule": "one <case> per family", "cases": 3, "not_run": 5}}
+    page = html.page({**document, "selection": {**document["selection"], "sampled": sampled}}, RESULTS, {})
+    assert 'id="sampled"' in page and "<td>5</td>" in page and "one &lt;case&gt; per family" in page

@@ -29,11 +29,12 @@ if TYPE_CHECKING:
 _WRITERS = ("write_corpus", "write_onnx_tests", "write_ir_tests")
 _RUN_ONLY = [
     "runtimes", "runtime_module", "jobs", "timeout", "json", "junit", "html", "from_json", "expected_failures",
-    "no_known_defects", "details",
+    "no_known_defects", "details", "all_cases",
 ]  # fmt: skip
 # What a run decides and a report rendered again cannot change: the report records it.
 _MEASURING = [
     "runtimes", "runtime_module", "select", "shard", "jobs", "timeout", "json", "expected_failures", "no_known_defects",
+    "all_cases",
 ]  # fmt: skip
 _SECTIONS = ("selection", "settings", "versions", "machine")  # of a report, each an object
 _REPORTS = ("json", "junit", "html")
@@ -59,6 +60,7 @@ def add_parser(commands: Commands) -> None:
         metavar="TAG|GLOB",
         help="cases by tag or id glob, e.g. float32, 'spec/empty_*' (repeatable, comma lists; default: all but scale)",
     )
+    runs.add_argument("--all-cases", action="store_true", help="no sample: every runtime runs every case")
     runs.add_argument("--shard", type=arguments.shard, metavar="K/N", help="only shard K of N of the selected cases")
     runs.add_argument(
         "--jobs", type=arguments.integer(1, arguments.MAX_JOBS), help="worker processes (default: the CPUs)"
@@ -88,6 +90,12 @@ def add_parser(commands: Commands) -> None:
         metavar="REPORT.json",
         help="run nothing: render the --html and --junit reports and the table of this --json report",
     )
+    _add_writers(parser)
+    parser.set_defaults(run=run)
+
+
+def _add_writers(parser: argparse.ArgumentParser) -> None:
+    """The options that write the selected cases out instead of running them."""
     writers = parser.add_mutually_exclusive_group()
     writers.add_argument("--write-corpus", metavar="DIR", help="copy the selected cases' corpus tree, run nothing")
     writers.add_argument("--write-onnx-tests", metavar="DIR", help="write the selected cases as ONNX backend tests")
@@ -98,7 +106,6 @@ def add_parser(commands: Commands) -> None:
         help="--write-onnx-tests: inlined (default: standard operators only, run by onnx's backend test "
         "runner as it is) or function (the ai.ctcop node and its model-local function)",
     )
-    parser.set_defaults(run=run)
 
 
 def _writing(args: argparse.Namespace) -> str | None:
@@ -163,6 +170,7 @@ def _plan(args: argparse.Namespace, expected_failures: list[Expected]) -> Plan:
             expected_failures,
             known_defects=not args.no_known_defects,
             probe_timeout_s=args.timeout or registry.PROBE_TIMEOUT_S,
+            sample=not (args.all_cases or args.select or args.runtimes),
         )
     except suite.PlanError as error:
         raise InvalidInputError(error.option, str(error)) from None
@@ -203,13 +211,15 @@ def print_report(
     cases: Mapping[str, Case],
     head: str,
     details: int | None,
+    sampled: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
     """The table, the problems (``details`` per runtime, default 5), the known defects and the
-    classes of the failing cases, under ``head``."""
+    classes of the failing cases, under ``head`` and the runtimes that ran a sample (``sampled``,
+    the report's ``selection.sampled``)."""
     from ..conformance import classes, known, report
 
     names = [runtime["name"] for runtime in runtimes]
-    lines = [head, "", *report.format_table(runtimes, results)]
+    lines = [head, *report.format_sampled(sampled or {}), "", *report.format_table(runtimes, results)]
     lines += report.format_problems(results, names, 5 if details is None else details)
     sizes = {case_id: classes.facts(case).elements for case_id, case in cases.items()}
     lines += known.format_groups(known.group(results, sizes))
@@ -271,7 +281,8 @@ def _render(args: argparse.Namespace) -> int:
     if args.html:
         write_atomically(args.html, _page(document, results, cases), what="html")
     head = f"CTCLoss-4 conformance, from {path}: {document['selection'].get('cases')} cases"
-    print_report(document["runtimes"], results, {case.id: case for case in cases}, head, args.details)
+    sampled = document["selection"].get("sampled") or {}
+    print_report(document["runtimes"], results, {case.id: case for case in cases}, head, args.details, sampled)
     return report.exit_code(results)
 
 
@@ -289,7 +300,7 @@ def _measured(plan: Plan, settings: Settings, results: list[Result]) -> Interrup
     then hold what finished, in the report's order)."""
     from ..conformance import report, runner, suite
 
-    progress = report.Progress(len(plan.runnable) * len(plan.cases))
+    progress = report.Progress(sum(plan.runs(name) for name in plan.runnable))
     try:
         suite.run(plan, settings, results, progress.step)
     except BaseException as error:
@@ -335,9 +346,8 @@ def run(args: argparse.Namespace) -> int:
         if args.html:
             write_atomically(args.html, _page(json.loads(document), results, plan.cases), what="html")
         written = True
-        print_report(
-            runtimes, results, {case.id: case for case in plan.cases}, _head(args, plan, settings), args.details
-        )
+        head = _head(args, plan, settings)
+        print_report(runtimes, results, {case.id: case for case in plan.cases}, head, args.details, plan.samples())
     except BaseException as error:
         if interrupted is None and (interrupted := interruption(error)) is not None:
             interrupted.finished = written

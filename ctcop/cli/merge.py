@@ -60,6 +60,6 @@ def run(args: argparse.Namespace) -> int:
     cases = {case.id: case for case in corpus.load_all()}
     shards = ", ".join(merged["selection"]["merged"])
     head = f"CTCLoss-4 conformance, merged: {merged['selection']['cases']} cases, shards {shards}"
-    print_report(merged["runtimes"], merged["results"], cases, head, args.details)
+    print_report(merged["runtimes"], merged["results"], cases, head, args.details, merged["selection"].get("sampled"))
     show(f"wrote {args.output}")
     return report.exit_code(merged["results"])

@@ -55,9 +55,13 @@ def _logits_shape(case: Case) -> list[int]:
     return [int(s) for s in entries[0]["shape"]]
 
 
-def facts(case: Case) -> Facts:
+def elements(case: Case) -> int:
+    """The number of logits of ``case`` (from its manifest or recipe: nothing is read)."""
     shape = _logits_shape(case)
-    elements = int(np.prod(shape)) if shape else 0
+    return int(np.prod(shape)) if shape else 0
+
+
+def facts(case: Case) -> Facts:
     dtype, infeasible = case.tolerance or "?", "infeasible" in case.tags
     processed = bool(case.attributes.get("preprocess_collapse_repeated") or case.attributes.get("unique"))
     inputs = None
@@ -66,7 +70,7 @@ def facts(case: Case) -> Facts:
             inputs = defect_rules.read(case.inputs, case.attributes, case.tolerance)
         except (ValueError, IndexError, KeyError):  # an invalid case's arrays may not even have the right ranks
             inputs = None
-    return Facts(elements, dtype, case.expect, infeasible, processed, inputs)
+    return Facts(elements(case), dtype, case.expect, infeasible, processed, inputs)
 
 
 Test = Callable[[Result, Facts], bool]

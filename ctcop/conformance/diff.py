@@ -4,8 +4,9 @@ regressed, what was fixed and what changed (spec 10, 10.1).
 A report is read as typed values (:func:`load`: its rows by :func:`.result.from_dict`, never from
 their messages); anything that is not a ``ctcop conformance --json`` report of schema
 :data:`.report.SCHEMA` is a :class:`ReportError` of one line. Reports of different selections
-(``--select`` patterns, ``--shard``) are a :class:`SelectionError` unless the comparison is asked
-to keep to the cases both hold.
+(``--select`` patterns, ``--shard``, the runtimes that ran a sample of the cases and its rule:
+:mod:`.sampling`) are a :class:`SelectionError` unless the comparison is asked to keep to the cases
+both hold (for a runtime sampled in either report, the cases it ran in both).
 
 A result fails the run unless :func:`.report.accepted` (pass, skip, xfail, the xpass of a
 registered defect): the rule of ``ctcop conformance``'s exit code. For a runtime and a case in both
@@ -75,14 +76,26 @@ class SelectionError(ValueError):
 
 @dataclass(frozen=True)
 class Selection:
-    """The cases a run chose: its ``--select`` patterns (sorted; none: all but scale), its shard."""
+    """The cases a run chose: its ``--select`` patterns (sorted; none: all but scale), its shard,
+    and the runtimes that ran a sample of them (``"NAME: RULE"``, sorted)."""
 
     patterns: tuple[str, ...]
     shard: str | None
+    sampled: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         chosen = ", ".join(self.patterns) or "all but scale"
-        return chosen if self.shard is None else f"{chosen}, shard {self.shard}"
+        chosen = chosen if self.shard is None else f"{chosen}, shard {self.shard}"
+        return chosen if not self.sampled else f"{chosen}, sampled {', '.join(self.sampled)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"patterns", "shard"}``, and ``"sampled"`` when runtimes ran a sample."""
+        shown: dict[str, Any] = {"patterns": list(self.patterns), "shard": self.shard}
+        return {**shown, "sampled": list(self.sampled)} if self.sampled else shown
+
+    @property
+    def sampled_runtimes(self) -> set[str]:
+        return {entry.split(": ", 1)[0] for entry in self.sampled}
 
 
 @dataclass(frozen=True)
@@ -204,7 +217,13 @@ def _selection(document: Mapping[str, Any]) -> Selection:
     shard = document["selection"].get("shard")
     if not isinstance(shard, (str, type(None))):
         raise ReportError("selection.shard is not K/N or null")
-    return Selection(tuple(sorted(set(patterns))), shard)
+    sampled = document["selection"].get("sampled") or {}
+    if not isinstance(sampled, dict) or not all(
+        isinstance(part, dict) and isinstance(part.get("rule"), str) for part in sampled.values()
+    ):
+        raise ReportError("selection.sampled is not runtime -> {rule, cases, not_run}")
+    rules = tuple(sorted(f"{name}: {part['rule']}" for name, part in sampled.items()))
+    return Selection(tuple(sorted(set(patterns))), shard, rules)
 
 
 def _runtimes(document: Mapping[str, Any]) -> tuple[str, ...]:
@@ -325,6 +344,16 @@ def _differences(old: Report, new: Report) -> tuple[Difference, ...]:
     return tuple(Difference(*pair) for pair in pairs if pair[1] != pair[2])
 
 
+def _scope(old: Report, new: Report, runtime: str, common: set[str]) -> set[str]:
+    """The cases of ``common`` both reports chose for ``runtime``: those it ran, in a report where
+    it ran a sample of the cases."""
+    scope = set(common)
+    for report in (old, new):
+        if runtime in report.selection.sampled_runtimes:
+            scope &= {case for name, case in report.results if name == runtime}
+    return scope
+
+
 def compare(old: Report, new: Report, cases: Mapping[str, Case], allow_different_selection: bool = False) -> Diff:
     """What changed from ``old`` to ``new`` (``cases``: the corpus, for the failure classes).
     Reports of different selections are a SelectionError unless ``allow_different_selection``:
@@ -343,7 +372,7 @@ def compare(old: Report, new: Report, cases: Mapping[str, Case], allow_different
             changes.append(Change("runtime-added" if runtime in new.runtimes else "runtime-removed", runtime))
             continue
         held = {case for name, case in [*old.results, *new.results] if name == runtime}
-        changes += _changes(old, new, runtime, held if same else held & common, outcome)
+        changes += _changes(old, new, runtime, held if same else held & _scope(old, new, runtime, common), outcome)
     order = list(KINDS)
     return Diff(
         old_selection=old.selection,
@@ -367,8 +396,8 @@ def document(diff: Diff, old_path: str, new_path: str) -> str:
         "new": new_path,
         "regressed": diff.regressed,
         "selection": {
-            "old": asdict(diff.old_selection),
-            "new": asdict(diff.new_selection),
+            "old": diff.old_selection.as_dict(),
+            "new": diff.new_selection.as_dict(),
             "same": diff.old_selection == diff.new_selection,
             "cases": diff.cases,
             "runtimes": diff.runtimes,

@@ -4,7 +4,8 @@ The page is rendered from the typed results (:class:`~.result.Result`: statuses,
 the classes of :mod:`.classes`; a message is shown, never read) and the rest of the report
 (:mod:`.report`: selection, settings, runtimes, versions, machine). It holds, in order:
 
-- whether the run passes (:func:`.report.exit_code`), its selection and settings;
+- whether the run passes (:func:`.report.exit_code`), its selection (with the runtimes that ran a
+  sample of it, :mod:`.sampling`: cases run and not run, the rule) and settings;
 - the matrix: a row per case family (:func:`family`) and a column per runtime that ran; each cell
   ``<td id="cell:RUNTIME:FAMILY" data-runtime data-family data-worst data-STATUS...>`` holds the
   count of each status of :data:`~.result.STATUSES` (``data-pass``, ``data-xfail``, ...) and is
@@ -28,15 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..defects import Defect, registry
 from . import classes, known
-from .case import FLOAT_TYPES
 from .report import accepted, exit_code, summary
 from .result import STATUSES, Result
+from .sampling import family
 
 if TYPE_CHECKING:
     from .case import Case
 
 WORST_FIRST = ("crash", "timeout", "error", "fail", "nondeterministic", "xpass", "xfail", "skip", "pass")
-ELEMENT_TYPES = (*FLOAT_TYPES, "int32", "int64")  # the id parts a family leaves out
 PROBLEMS_SHOWN = 100  # results failing the run listed per runtime
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -80,13 +80,19 @@ def _pairs(title: str, values: Mapping[str, Any], anchor: str) -> str:
     return f'<h2 id="{anchor}">{_e(title)}</h2>' + _table([], rows)
 
 
-def family(case_id: str) -> str:
-    """The case family of a matrix row: the id without its element-type parts
-    (``spec/empty_targets`` holds ``spec/empty_targets/float16`` ... ``/float64``)."""
-    parts = case_id.split("/")
-    while len(parts) > 1 and parts[-1] in ELEMENT_TYPES:
-        parts.pop()
-    return "/".join(parts)
+def _selection(selection: Mapping[str, Any]) -> str:
+    """The selection's pairs, then the runtimes that ran a sample (:mod:`.sampling`): cases run,
+    cases not run and the rule, each."""
+    shown = _pairs("Selection", {k: v for k, v in selection.items() if k != "sampled"}, "selection")
+    sampled = selection.get("sampled") or {}
+    if not sampled:
+        return shown
+    rows = [
+        [f"<code>{_e(name)}</code>", _e(part.get("cases")), _e(part.get("not_run")), _e(part.get("rule"))]
+        for name, part in sampled.items()
+    ]
+    table = _table(["runtime", "cases run", "cases not run", "sample"], rows)
+    return shown + '<h2 id="sampled">Runtimes that ran a sample of the cases</h2>' + table
 
 
 def worst(counts: Mapping[str, int]) -> str:
@@ -246,7 +252,7 @@ def page(document: Mapping[str, Any], results: Sequence[Result], cases: Mapping[
     sizes = {case_id: classes.facts(case).elements for case_id, case in cases.items()}
     parts = [
         _head(document, results),
-        _pairs("Selection", document["selection"], "selection"),
+        _selection(document["selection"]),
         _pairs("Settings", document["settings"], "settings"),
         '<h2 id="results">Results</h2>',
         matrix(results, ran),

@@ -9,7 +9,9 @@ line.
                                                  # and each installed peer framework
      "machine": {"cpu": model name, "isa": [flags of interest], "cores": int},
      "selection": {"patterns": [TAG|GLOB...] ([] = the default: all but scale), "shard": "K/N" | null,
-                   "cases": int, "merged": ["1/2", ...] (merged reports only)},
+                   "cases": int, "merged": ["1/2", ...] (merged reports only),
+                   "sampled": {runtime: {"rule", "cases": run, "not_run": int}} (the runtimes that
+                   ran :mod:`.sampling`'s sample of the cases; {} when every runtime ran every case)},
      "settings": {"jobs": int, "timeout_s": float, "runs": 2, "expected_failures": path | null,
                   "known_defects": bool},
      "runtimes": [{"name", "description", "available": bool, "reason": null | why not}],
@@ -182,6 +184,18 @@ def _results(document: dict[str, Any], path: str, seen: dict[tuple[str, str], st
     return read
 
 
+def _merged_samples(documents: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``selection.sampled`` of the merged report: each runtime's cases run and not run, summed
+    (:func:`.shard.check` has seen that every report samples the same runtimes by the same rule)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for document in documents:
+        for name, part in (document["selection"].get("sampled") or {}).items():
+            total = merged.setdefault(name, {"rule": part["rule"], "cases": 0, "not_run": 0})
+            total["cases"] += part["cases"]
+            total["not_run"] += part["not_run"]
+    return merged
+
+
 def merge(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> dict[str, Any]:
     """One report from the reports of shards (see :mod:`.shard` for what is refused), its
     ``results`` of :class:`~.result.Result` (:func:`dumps` writes it)."""
@@ -202,6 +216,7 @@ def merge(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> dict[str
             "shard": None,
             "merged": shards,
             "cases": sum(d["selection"]["cases"] for d in documents),
+            "sampled": _merged_samples(documents),
         },
         "results": results,
         "summary": summary(results, [r["name"] for r in first["runtimes"] if r["available"]]),
@@ -236,6 +251,16 @@ def format_table(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Result
         cells = "".join(f"{counts[name][s]:>{max(len(h), 4) + 2}}" for s, h in zip(STATUSES, heads, strict=True))
         lines.append(f"{name:<{width}}{cells}    {runtime['description']}")
     return lines
+
+
+def format_sampled(sampled: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The line naming the runtimes that ran a sample of the cases (``selection.sampled``: per
+    runtime its rule, cases run and not run); none when every runtime ran every case."""
+    if not sampled:
+        return []
+    rules = sorted({str(part.get("rule")) for part in sampled.values()})
+    counts = ", ".join(f"{name} {part.get('cases')} ({part.get('not_run')} not run)" for name, part in sampled.items())
+    return [f"sampled ({'; '.join(rules)}; --all-cases runs every case): {counts}"]
 
 
 def format_problems(results: Sequence[Result], runtimes: Sequence[str], details: int) -> list[str]:

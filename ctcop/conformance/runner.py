@@ -15,7 +15,7 @@ runtime order, then case id.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .pool import DEFAULT_TIMEOUT_S, Key, Pool, Runtimes, Settings, Task
@@ -70,9 +70,19 @@ def combine(first: Result, second: Result) -> Result:
     return first
 
 
-def tasks_for(runtimes: Sequence[str], case_ids: Sequence[str]) -> list[Task]:
-    """Every evaluation, in order: runtime, case, run."""
-    order = [(runtime, case, run) for runtime in runtimes for case in case_ids for run in range(RUNS)]
+def tasks_for(
+    runtimes: Sequence[str], case_ids: Sequence[str], only: Mapping[str, Collection[str]] | None = None
+) -> list[Task]:
+    """Every evaluation, in order: runtime, case, run; a runtime that ``only`` names evaluates the
+    cases of ``case_ids`` it lists, the others every case."""
+    limits = only or {}
+    order = [
+        (runtime, case, run)
+        for runtime in runtimes
+        for case in case_ids
+        if runtime not in limits or case in limits[runtime]
+        for run in range(RUNS)
+    ]
     return [Task(number, *item) for number, item in enumerate(order)]
 
 
@@ -81,10 +91,11 @@ def run_cases(
     cases: Sequence[Case],
     settings: Settings,
     on_result: Callable[[Result], None],
+    only: Mapping[str, Collection[str]] | None = None,
 ) -> None:
-    """Evaluate every case with every runtime named by ``runtimes`` (in order), twice;
-    ``on_result`` gets each (runtime, case)'s :class:`~.result.Result` as soon as its two
-    evaluations are in."""
+    """Evaluate every case with every runtime named by ``runtimes`` (in order), twice (a runtime
+    that ``only`` names: the cases it lists, :func:`tasks_for`); ``on_result`` gets each
+    (runtime, case)'s :class:`~.result.Result` as soon as its two evaluations are in."""
     by_id = {case.id: case for case in cases}
     answers: dict[Key, dict[int, Result]] = {}
 
@@ -96,7 +107,7 @@ def run_cases(
             on_result(combine(got[0], got[1]))
 
     pool = Pool(runtimes, by_id, settings, on_run)
-    pool.run(tasks_for(list(runtimes.names), [case.id for case in cases]))
+    pool.run(tasks_for(list(runtimes.names), [case.id for case in cases], only))
 
 
 def sort_results(results: Sequence[Result], runtimes: Sequence[str]) -> list[Result]:

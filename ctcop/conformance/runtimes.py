@@ -61,7 +61,8 @@ class Runtime:
     ``released`` the released form's inputs by name (None: such cases are Unsupported, for
     ``released_unsupported``); ``bfloat16``: why bfloat16 logits are Unsupported ("" when they
     are served); ``needs``: the modules that must import for it to run; ``spec_outcome``: an
-    evaluation of spec-form cases that gives the gradient too."""
+    evaluation of spec-form cases that gives the gradient too; ``sampled``: the default run runs
+    :mod:`.sampling`'s sample of the cases only (its evaluations are costly)."""
 
     name: str
     description: str
@@ -71,6 +72,7 @@ class Runtime:
     bfloat16: str = ""
     needs: tuple[str, ...] = ()
     spec_outcome: Callable[[Mapping[str, np.ndarray], Attributes], Outcome] | None = None
+    sampled: bool = False
 
     def __call__(
         self, inputs: np.ndarray, sequence_mask: np.ndarray, labels: np.ndarray, **attributes: bool
@@ -409,6 +411,7 @@ RUNTIMES: dict[str, Runtime] = {
             _openvino_native,
             released=_openvino_native_released,
             needs=("openvino",),
+            sampled=True,  # a registered crash (D1) costs a worker process per evaluation
         ),
         Runtime(
             "openvino-ir",

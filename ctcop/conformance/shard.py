@@ -5,10 +5,10 @@ that needs nothing but the ids, so N machines with the same corpus and options r
 whose union is the unsharded run. :func:`merge` joins the ``--json`` reports of shards into one
 report equal (results, summary) to the unsharded run's; it refuses reports of another schema, of
 other library versions or instruction sets (OpenVINO's float64 results depend on it, spec 12.2),
-of other runtimes or selections, shards given twice or not K/N, and results that are not rows of
-a report (files that are not strict JSON, ``NaN`` or an overflowing number included, are refused
-when read: :func:`ctcop.conformance.report.read`). A missing shard leaves the merged report
-``complete: false``.
+of other runtimes or selections (the runtimes sampled and their rules too), shards given twice or
+not K/N, and results that are not rows of a report (files that are not strict JSON, ``NaN`` or an
+overflowing number included, are refused when read: :func:`ctcop.conformance.report.read`). A
+missing shard leaves the merged report ``complete: false``.
 """
 
 from __future__ import annotations
@@ -94,6 +94,25 @@ def _check_runtimes(runtimes: Any, path: str) -> None:
             )
 
 
+def _sample_rules(document: dict[str, Any]) -> dict[str, Any]:
+    """The runtimes a report samples and their rules (``selection.sampled``; none in a report
+    where every runtime ran every case)."""
+    sampled = document["selection"].get("sampled") or {}
+    return {name: part.get("rule") for name, part in sampled.items()} if isinstance(sampled, dict) else sampled
+
+
+def _check_samples(sampled: Any, path: str) -> None:
+    """``selection.sampled`` as the suite writes it: runtime -> {rule (text), cases, not_run (counts)}."""
+    fine = isinstance(sampled, dict) and all(
+        isinstance(part, dict)
+        and isinstance(part.get("rule"), str)
+        and all(type(part.get(key)) is int and part[key] >= 0 for key in ("cases", "not_run"))
+        for part in sampled.values()
+    )
+    if sampled is not None and not fine:
+        raise MergeError(f"{path}: selection.sampled is not runtime -> {{rule, cases, not_run}}")
+
+
 def check(documents: Sequence[dict[str, Any]], paths: Sequence[str], schema: str) -> tuple[list[str], int]:
     """Refuse what :func:`merge` must not join; the shards present and N."""
     for document, path in zip(documents, paths, strict=True):
@@ -106,6 +125,9 @@ def check(documents: Sequence[dict[str, Any]], paths: Sequence[str], schema: str
         _check_runtimes(document.get("runtimes"), path)
     _same(documents, paths, "runtimes", lambda d: d["runtimes"])
     _same(documents, paths, "selections", lambda d: d["selection"].get("patterns"))
+    _same(documents, paths, "sampled runtimes", _sample_rules)
+    for document, path in zip(documents, paths, strict=True):
+        _check_samples(document["selection"].get("sampled"), path)
     shards, n = _shards(documents, paths)
     assert n is not None
     return shards, n

@@ -1,6 +1,7 @@
 """A conformance run from start to end, as ``ctcop conformance`` does it: the runtimes
-(:mod:`.registry`), the cases (``corpus.select(corpus.load_all(), patterns)``, then the shard),
-the runner (:mod:`.runner`), expected failures (:mod:`.expected`) and what the report records.
+(:mod:`.registry`), the cases (``corpus.select(corpus.load_all(), patterns)``, then the shard;
+in the default run, the stated sample of :mod:`.sampling` for the runtimes it samples), the
+runner (:mod:`.runner`), expected failures (:mod:`.expected`) and what the report records.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import corpus, expected, known, registry, report, runner, shard
+from .. import defects
+from . import corpus, expected, known, registry, report, runner, sampling, shard
 from .case import Case
 from .result import Result
 
@@ -30,7 +32,8 @@ class PlanError(ValueError):
 class Plan:
     """What a run will do: ``listed`` runtimes (the chosen ones, available or not), the cases, the
     selection it came from, the expected failures, the known defects applied (None: the raw
-    results) and the ``--runtime-module`` specs the runtimes come from (a worker loads them again)."""
+    results), the ``--runtime-module`` specs the runtimes come from (a worker loads them again)
+    and, for each runtime that runs a sample (:mod:`.sampling`), the ids of its cases."""
 
     listed: list[registry.Entry]
     cases: list[Case]
@@ -39,6 +42,19 @@ class Plan:
     expected: list[expected.Expected] = field(default_factory=list)
     known: known.KnownDefects | None = None
     modules: list[str] = field(default_factory=list)
+    sampled: dict[str, set[str]] = field(default_factory=dict)
+
+    def runs(self, name: str) -> int:
+        """How many cases runtime ``name`` evaluates."""
+        return len(self.sampled[name]) if name in self.sampled else len(self.cases)
+
+    def samples(self) -> dict[str, dict[str, Any]]:
+        """The report's ``selection.sampled``: per runtime that runs a sample, the rule and its
+        cases run and not run."""
+        return {
+            name: {"rule": sampling.RULE, "cases": len(ids), "not_run": len(self.cases) - len(ids)}
+            for name, ids in self.sampled.items()
+        }
 
     @property
     def runnable(self) -> dict[str, Any]:
@@ -66,12 +82,30 @@ def choose(entries: Sequence[registry.Entry], names: Sequence[str] | None) -> li
     return [known[name] for name in dict.fromkeys(names)]
 
 
-def select_cases(patterns: Sequence[str], shard_spec: tuple[int, int] | None, root: str | None = None) -> list[Any]:
-    """The cases of ``patterns`` (tags or globs; none: all but scale), then of the shard."""
+def _chosen(patterns: Sequence[str], root: str | None = None) -> list[Case]:
+    """The cases of ``patterns`` (tags or globs; none: all but scale)."""
     chosen = corpus.select(corpus.load_all(root), list(patterns) or None)
     if not chosen:
         raise PlanError("select", f"{', '.join(patterns) or 'the default selection'} matches no case of the corpus")
+    return chosen
+
+
+def select_cases(patterns: Sequence[str], shard_spec: tuple[int, int] | None, root: str | None = None) -> list[Any]:
+    """The cases of ``patterns`` (tags or globs; none: all but scale), then of the shard."""
+    chosen = _chosen(patterns, root)
     return shard.select(chosen, [case.id for case in chosen], shard_spec)
+
+
+def _samples(listed: Sequence[registry.Entry], chosen: Sequence[Case], cases: Sequence[Case]) -> dict[str, set[str]]:
+    """The ids of ``cases`` (a shard of ``chosen``) that each sampled runtime of ``listed`` runs:
+    :func:`.sampling.sample` of the whole selection ``chosen``, so that shards merge."""
+    known_defects = defects.registry().defects
+    ids = {case.id for case in cases}
+    return {
+        entry.name: sampling.sample(chosen, entry.name, known_defects) & ids
+        for entry in listed
+        if entry.available is None and sampling.is_sampled(entry.runtime)
+    }
 
 
 def make_plan(
@@ -82,17 +116,21 @@ def make_plan(
     expected_failures: Sequence[expected.Expected] = (),
     known_defects: bool = True,
     probe_timeout_s: float = registry.PROBE_TIMEOUT_S,
+    sample: bool = False,
 ) -> Plan:
     """What a run will do; each runtime module is first loaded in a probe process that may take
-    ``probe_timeout_s`` (:func:`registry.probe`)."""
+    ``probe_timeout_s`` (:func:`registry.probe`). With ``sample``, the runtimes that
+    :mod:`.sampling` samples run its sample of the cases."""
     try:
         entries = registry.discover(modules, probe_timeout_s=probe_timeout_s)
     except registry.RegistryError as error:
         raise PlanError("runtime_module", str(error)) from None
     listed = choose(entries, names)
-    cases = select_cases(patterns, shard_spec)
+    chosen = _chosen(patterns)
+    cases = shard.select(chosen, [case.id for case in chosen], shard_spec)
     applied = known.default() if known_defects else None
-    return Plan(listed, cases, list(patterns), shard_spec, list(expected_failures), applied, list(modules))
+    sampled = _samples(listed, chosen, cases) if sample else {}
+    return Plan(listed, cases, list(patterns), shard_spec, list(expected_failures), applied, list(modules), sampled)
 
 
 def _openvino_precisions(plan: Plan) -> dict[str, Any]:
@@ -111,7 +149,12 @@ def environment(plan: Plan, settings: runner.Settings, expected_path: str | None
     return {
         "versions": report.versions([e.runtime for e in plan.listed if e.runtime is not None]),
         "machine": {**report.machine(), **_openvino_precisions(plan)},
-        "selection": {"patterns": plan.patterns, "shard": shard_text, "cases": len(plan.cases)},
+        "selection": {
+            "patterns": plan.patterns,
+            "shard": shard_text,
+            "cases": len(plan.cases),
+            "sampled": plan.samples(),
+        },
         "settings": {
             "jobs": settings.jobs,
             "timeout_s": settings.timeout_s,
@@ -137,7 +180,7 @@ def run(plan: Plan, settings: runner.Settings, into: list[Result], progress: Cal
 
     if plan.runnable:
         runtimes = runner.Runtimes(tuple(plan.runnable), tuple(plan.modules))
-        runner.run_cases(runtimes, plan.cases, settings, on_result)
+        runner.run_cases(runtimes, plan.cases, settings, on_result, plan.sampled)
     into[:] = runner.sort_results(into, [entry.name for entry in plan.listed])
 
 

@@ -45,6 +45,7 @@ class Peer:
     modules: tuple[str, ...]
     dtypes: frozenset[str]  # logits element types the framework computes CTC in
     attributes: tuple[tuple[str, bool], ...]  # attribute values it implements (others: Unsupported)
+    sampled: bool = False  # the default run runs a sample of the cases (ctcop.conformance.sampling)
 
     def available(self) -> str | None:
         """None when the framework is installed, else why the peer cannot run."""

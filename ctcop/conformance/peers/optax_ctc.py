@@ -122,4 +122,5 @@ PEER = OptaxPeer(
     modules=("jax", "optax"),
     dtypes=frozenset({"float16", "bfloat16", "float32", "float64"}),
     attributes=DEFAULT_ATTRIBUTES,
+    sampled=True,
 )

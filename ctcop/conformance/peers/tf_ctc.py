@@ -133,6 +133,7 @@ PEER_V2 = TensorFlowPeer(
     modules=("tensorflow",),
     dtypes=HALF_AND_FULL,
     attributes=DEFAULT_ATTRIBUTES,
+    sampled=True,
 )
 
 PEER_V1 = TensorFlowV1Peer(
@@ -141,4 +142,5 @@ PEER_V1 = TensorFlowV1Peer(
     modules=("tensorflow",),
     dtypes=HALF_AND_FULL,
     attributes=(("unique", False),),
+    sampled=True,
 )

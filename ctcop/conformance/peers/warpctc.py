@@ -165,4 +165,5 @@ PEER = WarpCTCPeer(
     modules=("paddle",),
     dtypes=frozenset({"float32", "float64"}),
     attributes=DEFAULT_ATTRIBUTES,
+    sampled=True,
 )
