@@ -109,12 +109,22 @@ def _cgroup_limit() -> int | None:
         return None
 
 
+@cache  # both are read once per process
+def _fixed_budget() -> int | None:
+    """The least of this machine's physical memory and the container's limit (None where the
+    system says neither)."""
+    known = [size for size in (_physical_memory(), _cgroup_limit()) if size is not None]
+    return min(known) if known else None
+
+
 def memory_budget() -> int | None:
     """The bytes of working memory the inputs of one call may need: the least of this machine's
     physical memory, the container's limit and what ``ulimit -v`` leaves (None where the system
     says none of them)."""
-    known = [size for size in (_physical_memory(), _cgroup_limit(), _address_space_left()) if size is not None]
-    return min(known) if known else None
+    fixed, left = _fixed_budget(), _address_space_left()
+    if left is None or fixed is None:
+        return fixed if left is None else left
+    return min(fixed, left)
 
 
 def _gib(size: int) -> str:
@@ -126,7 +136,7 @@ def check_size(arrays: Sequence[tuple[str, np.ndarray]]) -> None:
     ``InvalidInputError`` naming the largest input, its shape and the bytes. Counts elements
     (a broadcast, stride-0 view counts every element it shows), WORKING_BYTES each."""
     budget = memory_budget()
-    total = sum(int(array.size) for _, array in arrays) * WORKING_BYTES
+    total = sum([array.size for _, array in arrays]) * WORKING_BYTES
     if budget is not None and total > budget:
         size, name, shape = max((int(array.size) * WORKING_BYTES, name, array.shape) for name, array in arrays)
         raise InvalidInputError(
@@ -199,6 +209,15 @@ def _check_declared(array: np.ndarray, port: PortSpec) -> None:
     _raise_first(port_problems(array.shape, _type_name(array.dtype), port))
 
 
+def _fits(array: np.ndarray, port: PortSpec, dims: dict[str, int]) -> bool:
+    """Whether ``array`` breaks none of the rules :func:`port_problems` reads (then its new
+    symbols are in ``dims``): the common case, decided without forming a list of problems."""
+    shape = array.shape
+    if len(shape) != len(port.dims) or _type_name(array.dtype) not in port.types:
+        return False
+    return all(dims.setdefault(symbol, size) == size for symbol, size in zip(port.dims, shape, strict=True))
+
+
 def _checked(spec: FormSpec, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     arrays: dict[str, np.ndarray] = {}
     dims: dict[str, int] = {}
@@ -206,7 +225,8 @@ def _checked(spec: FormSpec, values: Mapping[str, Any]) -> tuple[dict[str, np.nd
         if port.name not in values:
             continue
         array = _as_array(values[port.name], port.name)
-        _raise_first(port_problems(array.shape, _type_name(array.dtype), port, dims))
+        if not _fits(array, port, dims):
+            _raise_first(port_problems(array.shape, _type_name(array.dtype), port, dims))
         arrays[port.name] = array
     _raise_first(classes_problems(spec, dims))
     check_size(list(arrays.items()))
@@ -377,6 +397,66 @@ def time_major_frames(inputs: npt.ArrayLike, sequence_mask: npt.ArrayLike) -> tu
     return arrays["inputs"], mask_lengths(arrays["sequence_mask"])
 
 
+class TimeMajorInputs(NamedTuple):
+    """The spec form's inputs (section 2) with every rule read but those on the values of the mask
+    and the labels (3.1, 3.3): ranks, element types, dimensions, C >= 1, size and attributes.
+    ``sequence_mask`` and ``labels`` are the caller's (for the messages of the value rules);
+    ``mask_values`` and ``label_values`` the same as C-contiguous int64, as the rule scan reads them."""
+
+    logits: np.ndarray
+    sequence_mask: np.ndarray
+    labels: np.ndarray
+    mask_values: IntArray
+    label_values: IntArray
+    collapse: bool
+    merge_repeated: bool
+
+
+@cache
+def _time_major_types(logits: np.dtype, mask: np.dtype, labels: np.dtype) -> bool:
+    """Whether the three element types are the form's (spec 6)."""
+    ports = form("time_major").inputs
+    return all(_type_name(dtype) in port.types for dtype, port in zip((logits, mask, labels), ports, strict=True))
+
+
+def _time_major_arrays(inputs: Any, sequence_mask: Any, labels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three inputs checked for ranks, element types, dimensions, C >= 1 and size. numpy
+    arrays that break none of these rules are told apart in a few comparisons; anything else goes
+    through :func:`_checked`, which names the first rule broken."""
+    if type(inputs) is np.ndarray and type(sequence_mask) is np.ndarray and type(labels) is np.ndarray:
+        shape = inputs.shape
+        if (
+            len(shape) == 3
+            and shape[2] > 0
+            and sequence_mask.shape == shape[:2]
+            and labels.shape == (shape[1], shape[0])
+            and _time_major_types(inputs.dtype, sequence_mask.dtype, labels.dtype)
+        ):
+            check_size((("inputs", inputs), ("sequence_mask", sequence_mask), ("labels", labels)))
+            return inputs, sequence_mask, labels
+    values = {"inputs": inputs, "sequence_mask": sequence_mask, "labels": labels}
+    arrays, _ = _checked(form("time_major"), values)
+    return arrays["inputs"], arrays["sequence_mask"], arrays["labels"]
+
+
+def time_major_inputs(
+    inputs: npt.ArrayLike,
+    sequence_mask: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    *,
+    preprocess_collapse_repeated: Any,
+    merge_repeated: Any,
+) -> TimeMajorInputs:
+    """The spec's form (section 2) checked for every rule but 3.1 and 3.3, which the compiled rule
+    scan reads (:func:`time_major_batch`, or :func:`ctcop.kernels.small_batch_losses` with the
+    losses)."""
+    logits, mask, raw = _time_major_arrays(inputs, sequence_mask, labels)
+    collapse = flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
+    merge = flag(merge_repeated, "merge_repeated")
+    mask_values, label_values = np.ascontiguousarray(as_int64(mask)), np.ascontiguousarray(as_int64(raw))
+    return TimeMajorInputs(logits, mask, raw, mask_values, label_values, collapse, merge)
+
+
 def from_time_major(
     inputs: npt.ArrayLike,
     sequence_mask: npt.ArrayLike,
@@ -386,44 +466,62 @@ def from_time_major(
     merge_repeated: Any,
 ) -> CanonicalBatch:
     """Validate the spec's form (section 2) and reduce it to a :class:`CanonicalBatch`."""
-    arrays, dims = _checked(form("time_major"), {"inputs": inputs, "sequence_mask": sequence_mask, "labels": labels})
-    collapse = flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
-    merge = flag(merge_repeated, "merge_repeated")
-    classes = dims["C"]
-    lengths, targets, target_lengths = _scanned_time_major(arrays["sequence_mask"], arrays["labels"], classes, collapse)
-    return CanonicalBatch(
-        logits=arrays["inputs"],
-        time_axis=0,
-        lengths=lengths,
-        targets=targets,
-        target_lengths=target_lengths,
-        blank=classes - 1,
-        merge_repeated=merge,
+    checked = time_major_inputs(
+        inputs,
+        sequence_mask,
+        labels,
+        preprocess_collapse_repeated=preprocess_collapse_repeated,
+        merge_repeated=merge_repeated,
     )
+    return time_major_batch(checked)
 
 
-def _scanned_time_major(
-    mask: np.ndarray, labels: np.ndarray, classes: int, collapse: bool
-) -> tuple[IntArray, IntArray, IntArray]:
+def time_major_batch(checked: TimeMajorInputs) -> CanonicalBatch:
     """Rules 3.1 and 3.3 (labels first, then mask values, then gaps) in one compiled pass
-    (:mod:`ctcop.rule_scan`): the frame counts, the processed targets (spec 3.4, padded with the
-    blank) and their lengths, or the first fault raised."""
+    (:mod:`ctcop.rule_scan`): the first fault raised, or the batch."""
     from . import rule_scan  # compiled: loaded on first use, not by ``ctcop validate``
 
-    frames, samples = mask.shape
+    frames, samples = checked.mask_values.shape
+    classes = int(checked.logits.shape[2])
     lengths, target_lengths = np.empty(samples, np.int64), np.empty(samples, np.int64)
     targets, fault = np.empty((samples, frames), np.int64), np.empty(3, np.int64)
-    kernel_mask, kernel_labels = np.ascontiguousarray(as_int64(mask)), np.ascontiguousarray(as_int64(labels))
     scan = rule_scan.time_major_scan
-    longest = scan(kernel_mask, kernel_labels, classes, collapse, lengths, targets, target_lengths, fault)
+    longest = scan(
+        checked.mask_values, checked.label_values, classes, checked.collapse, lengths, targets, target_lengths, fault
+    )
+    return scanned_batch(checked, fault, lengths, targets, target_lengths, longest)
+
+
+def scanned_batch(
+    checked: TimeMajorInputs,
+    fault: IntArray,
+    lengths: IntArray,
+    targets: IntArray,
+    target_lengths: IntArray,
+    longest: int,
+) -> CanonicalBatch:
+    """The batch of ``checked`` from what :func:`ctcop.rule_scan.time_major_scan` wrote: its
+    fault raised as the rule it breaks, or the frame counts and the processed targets (spec 3.2,
+    3.4; rows trimmed to the ``longest``)."""
+    from . import rule_scan
+
     kind, row, column = fault.tolist()
+    classes = int(checked.logits.shape[2])
     if kind == rule_scan.LABEL:
-        raise _label_error(labels, row, column, _time_major_label_rule(classes))
+        raise _label_error(checked.labels, row, column, _time_major_label_rule(classes))
     if kind == rule_scan.MASK_VALUE:
-        raise _mask_value_error(mask, row, column)
+        raise _mask_value_error(checked.sequence_mask, row, column)
     if kind:
         raise _mask_gap_error(row, column)
-    return lengths, targets[:, :longest], target_lengths
+    return CanonicalBatch(
+        logits=checked.logits,
+        time_axis=0,
+        lengths=lengths,
+        targets=targets[:, :longest],
+        target_lengths=target_lengths,
+        blank=classes - 1,
+        merge_repeated=checked.merge_repeated,
+    )
 
 
 def from_openvino(

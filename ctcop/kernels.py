@@ -39,6 +39,7 @@ import math
 import numpy as np
 
 from .logexp import EXACT_BELOW, compiled, entry, exp_nonpositive, log_normal
+from .rule_scan import time_major_scan
 
 NEG_INF = -math.inf
 
@@ -440,10 +441,11 @@ def batch_loss(
 def _segment(frames: int, labels: int, segment_elements: int) -> int:
     """K: the frames between two stored checkpoints of a sample's forward variables,
     ``min(T, max(ceil(sqrt(T)), segment_elements // (S + 2)))`` and at least 1."""
-    root = int(math.sqrt(max(frames - 1, 0)))  # isqrt(T - 1): the float root, corrected to the integer one
-    while root * root > frames - 1:
+    below = max(frames - 1, 0)
+    root = int(math.sqrt(below))  # isqrt(T - 1): the float root, corrected to the integer one
+    while root * root > below:
         root -= 1
-    while (root + 1) * (root + 1) <= frames - 1:
+    while (root + 1) * (root + 1) <= below:
         root += 1
     return max(1, min(max(frames, 1), max(root + 1, segment_elements // (2 * labels + 3))))
 
@@ -500,3 +502,106 @@ def batch_grad(
                 normalising,
                 grad,
             )
+
+
+# -- a small time-major batch in one call ----------------------------------------------------------
+# The rule scan of :mod:`ctcop.rule_scan` (rules 3.1 and 3.3, the frame counts and the processed
+# targets), then, where the batch's work is below the limit the caller gives, the batch kernels over
+# every sample on the calling thread: a small batch costs one call from Python. A faulty batch, or
+# one whose work reaches the limit, comes back scanned, for :mod:`ctcop.canonical` to name the fault
+# or :mod:`ctcop.recursion` to hand the samples to its threads. (Here, beside the kernels they
+# compile in, so that numba's cache of them goes stale with this file.)
+
+COMPUTED = -1  # what the entries return when the results are written
+
+
+@compiled
+def _scanned(
+    mask: np.ndarray,
+    labels: np.ndarray,
+    classes: int,
+    collapse: bool,
+    work_limit: int,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    fault: np.ndarray,
+) -> tuple[int, bool]:
+    """The rule scan, then the longest target and whether the batch is computed here: no fault,
+    and one sample or work ``N * T * (C + 2 * longest + 3)`` below ``work_limit``."""
+    longest = time_major_scan(mask, labels, classes, collapse, lengths, targets, target_lengths, fault)
+    frames, samples = mask.shape
+    work = samples * frames * (classes + 2 * longest + 3)
+    return longest, fault[0] == 0 and (samples <= 1 or work < work_limit)
+
+
+@entry
+def small_batch_losses(
+    logits: np.ndarray,
+    mask: np.ndarray,
+    labels: np.ndarray,
+    collapse: bool,
+    merge_repeated: bool,
+    work_limit: int,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    fault: np.ndarray,
+    out: np.ndarray,
+) -> int:
+    """``logits`` [T, N, C], ``mask`` [T, N] and ``labels`` [N, T] (int64) scanned as
+    :func:`ctcop.rule_scan.time_major_scan` does, into ``lengths``, ``targets`` [N, T],
+    ``target_lengths`` and ``fault``; then, for a batch below ``work_limit``, the losses into
+    ``out`` as :func:`batch_loss` writes them. Returns COMPUTED, or the longest
+    target when the losses are left to the caller."""
+    classes = logits.shape[2]
+    longest, here = _scanned(mask, labels, classes, collapse, work_limit, lengths, targets, target_lengths, fault)
+    if not here:
+        return longest
+    batch_loss(logits, False, lengths, targets, target_lengths, classes - 1, merge_repeated, 0, mask.shape[1], out)
+    return COMPUTED
+
+
+@entry
+def small_batch_losses_and_grad(
+    logits: np.ndarray,
+    mask: np.ndarray,
+    labels: np.ndarray,
+    collapse: bool,
+    merge_repeated: bool,
+    work_limit: int,
+    segment_elements: int,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    fault: np.ndarray,
+    out: np.ndarray,
+    grad: np.ndarray,
+) -> int:
+    """As :func:`small_batch_losses`, and the gradient into ``grad`` (zero on entry) as
+    :func:`batch_grad` writes it; the losses from its log-likelihoods, as
+    :func:`batch_loss` writes them."""
+    classes = logits.shape[2]
+    longest, here = _scanned(mask, labels, classes, collapse, work_limit, lengths, targets, target_lengths, fault)
+    if not here:
+        return longest
+    blank, samples = classes - 1, mask.shape[1]
+    loglik = np.empty(samples)
+    batch_grad(
+        logits,
+        False,
+        lengths,
+        targets,
+        target_lengths,
+        blank,
+        merge_repeated,
+        segment_elements,
+        0,
+        samples,
+        loglik,
+        grad,
+    )
+    for i in range(samples):
+        loss = 0.0 - loglik[i]
+        out[i] = 0.0 if loss < 0.0 else loss
+    return COMPUTED

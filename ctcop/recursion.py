@@ -2,9 +2,10 @@
 
 A :class:`~ctcop.canonical.CanonicalBatch` is cut into blocks of samples, and each block runs in
 the compiled per-sample kernels of :mod:`ctcop.kernels` on the calling thread or one of a pool of
-threads (a small batch, below PARALLEL_WORK, runs whole on the calling thread). Every sample is
-computed on its own, so neither the batch around it nor the thread count changes a bit of its
-result.
+threads (a small batch, below PARALLEL_WORK, runs whole on the calling thread; a small
+time-major batch of float32 or float64 logits in one compiled call with its rule scan,
+:func:`ctcop.kernels.small_batch_losses`). Every sample is computed on its own, so neither the
+batch around it nor the thread count changes a bit of its result.
 
 Threads: :func:`set_num_threads`, or the environment variable ``CTCOP_NUM_THREADS`` read at the
 first call; by default the CPUs this process may run on. At most MAX_THREADS: a larger count is
@@ -31,8 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import kernels
-from .canonical import CanonicalBatch
+from . import canonical, kernels
+from .canonical import CanonicalBatch, TimeMajorInputs
 from .errors import InvalidInputError
 from .rounding import round_once
 
@@ -42,13 +43,13 @@ FloatArray = npt.NDArray[np.float64]
 SEGMENT_ELEMENTS = 1 << 20
 # Samples handed to a thread at a time: enough blocks per thread to even out unequal lengths.
 BLOCKS_PER_THREAD = 4
-# Work (N * T * (C + S + 2), S for the longest target: frames times classes and states; twice
-# that for the gradient, GRADIENT_WORK) below which a batch runs on the calling thread alone.
-# Handing blocks to 2 threads and collecting them costs 22-31 us at best (35-60 us on average on a
-# loaded machine) and a unit of work 4-9 ns (docs/design.md): below 2^13 units (35-75 us on one
-# thread) a second thread saves less than the hand-over costs.
+# Work (N * T * (C + S + 2), S for the longest target: frames times classes and states) below
+# which a batch runs on the calling thread alone, its loss or its gradient. Handing blocks to 2
+# threads and collecting them costs 22-31 us at best (35-60 us on average on a loaded machine) and
+# a unit of work 4-9 ns (docs/design.md): below 2^13 units (35-75 us on one thread) a second thread
+# saves less than the hand-over costs. The gradient's units cost 2.3 times the loss's, yet at
+# T = 5, C = 11 two threads lost to one at N = 64 (5760 units: 190 against 140 us, loaded).
 PARALLEL_WORK = 1 << 13
-GRADIENT_WORK = 2  # the gradient's passes cost 2.3 times the loss's per unit (T = 5, C = 11)
 # The largest thread count accepted: far above any CPU count the core can use, far below what
 # exhausts a process's threads.
 MAX_THREADS = 1024
@@ -135,9 +136,11 @@ def _run_blocks(samples: int, work: int, block: Callable[[int, int], None]) -> N
     try:
         blocks()
     finally:
-        wait(futures)
+        # A thread that has not started by now would find no block left: it is not waited for.
+        wait([future for future in futures if not future.cancel()])
     for future in futures:
-        future.result()
+        if not future.cancelled():
+            future.result()
 
 
 def _discard(pool: ThreadPoolExecutor, futures: list[Future[None]]) -> None:
@@ -211,6 +214,91 @@ def log_likelihood(batch: CanonicalBatch) -> FloatArray:
     return loglik
 
 
+_KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _small(logits: np.ndarray) -> bool:
+    """Whether a batch goes to :func:`ctcop.kernels.small_batch_losses` (or its gradient's twin):
+    fewer logits than PARALLEL_WORK units of work (a batch that may run on the calling thread),
+    native float32 or float64 laid out as the kernels read them."""
+    return logits.size < PARALLEL_WORK and logits.dtype in _KERNEL_FLOATS and logits.flags.c_contiguous
+
+
+def _scan_buffers(checked: TimeMajorInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Frame counts, targets [N, T], target lengths and fault, as the rule scan writes them."""
+    frames, samples = checked.mask_values.shape
+    return (
+        np.empty(samples, np.int64),
+        np.empty((samples, frames), np.int64),
+        np.empty(samples, np.int64),
+        np.empty(3, np.int64),
+    )
+
+
+def time_major_losses(checked: TimeMajorInputs) -> np.ndarray:
+    """:func:`losses` of the batch of ``checked`` (:func:`ctcop.canonical.time_major_batch`, whose
+    fault it raises): a small batch in one compiled call with the rule scan
+    (:func:`ctcop.kernels.small_batch_losses`), a large one scanned, then cut into blocks."""
+    logits = checked.logits
+    if not _small(logits):
+        return losses(canonical.time_major_batch(checked))
+    lengths, targets, target_lengths, fault = _scan_buffers(checked)
+    out = np.empty(logits.shape[1], logits.dtype)
+    longest = kernels.small_batch_losses(
+        logits,
+        checked.mask_values,
+        checked.label_values,
+        checked.collapse,
+        checked.merge_repeated,
+        PARALLEL_WORK,
+        lengths,
+        targets,
+        target_lengths,
+        fault,
+        out,
+    )
+    if longest != kernels.COMPUTED:
+        return losses(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
+    get_num_threads()  # read, and checked, whatever the batch
+    return out
+
+
+def time_major_losses_and_grad(checked: TimeMajorInputs) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`losses_and_grad` of the batch of ``checked``, as :func:`time_major_losses`."""
+    logits = checked.logits
+    if not _small(logits):
+        return losses_and_grad(canonical.time_major_batch(checked))
+    lengths, targets, target_lengths, fault = _scan_buffers(checked)
+    out, grad = np.empty(logits.shape[1], logits.dtype), np.zeros(logits.shape, logits.dtype)
+    longest = kernels.small_batch_losses_and_grad(
+        logits,
+        checked.mask_values,
+        checked.label_values,
+        checked.collapse,
+        checked.merge_repeated,
+        PARALLEL_WORK,
+        SEGMENT_ELEMENTS,
+        lengths,
+        targets,
+        target_lengths,
+        fault,
+        out,
+        grad,
+    )
+    if longest != kernels.COMPUTED:
+        return losses_and_grad(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
+    get_num_threads()
+    return out, grad
+
+
+def losses_and_grad(batch: CanonicalBatch) -> tuple[np.ndarray, np.ndarray]:
+    """The losses (:func:`losses`) and :func:`log_likelihood_and_grad`'s gradient."""
+    loglik, grad = log_likelihood_and_grad(batch)
+    loss = np.subtract(0.0, loglik, out=loglik)
+    # +0.0 (never -0.0, never a rounding error below 0) for a certain path; NaN stays NaN
+    return round_once(np.maximum(loss, 0.0, out=loss), batch.logits.dtype), grad
+
+
 def log_likelihood_and_grad(batch: CanonicalBatch) -> tuple[FloatArray, np.ndarray]:
     """Log-likelihood [N] and d(loss)/d(logits) in the logits' layout and element type.
 
@@ -230,5 +318,5 @@ def log_likelihood_and_grad(batch: CanonicalBatch) -> tuple[FloatArray, np.ndarr
         kernel: Callable[..., None] = kernels.batch_grad
         kernel(*arguments, first, last, out, grad)
 
-    _run_blocks(batch.batch_size, GRADIENT_WORK * _work(batch), block)
+    _run_blocks(batch.batch_size, _work(batch), block)
     return out, grad if direct else round_once(grad, batch.logits.dtype)

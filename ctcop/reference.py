@@ -11,25 +11,6 @@ import numpy.typing as npt
 
 from . import canonical, recursion
 from .errors import refusing_memory_errors
-from .rounding import round_once
-
-
-def _rounded(loglik: np.ndarray, batch: canonical.CanonicalBatch) -> np.ndarray:
-    """-loglik (overwritten) rounded once to the logits' type; +0.0 (never -0.0, never a rounding error below 0)
-    for a certain path."""
-    loss = np.subtract(0.0, loglik, out=loglik)
-    return round_once(np.maximum(loss, 0.0, out=loss), batch.logits.dtype)  # NaN stays NaN
-
-
-def _loss(batch: canonical.CanonicalBatch) -> np.ndarray:
-    """The losses of ``batch`` (spec 4.3) in the logits' element type."""
-    return recursion.losses(batch)
-
-
-def _loss_and_grad(batch: canonical.CanonicalBatch) -> tuple[np.ndarray, np.ndarray]:
-    """The losses and the gradient of ``batch`` (spec 4.3, 5) in the logits' element type."""
-    loglik, grad = recursion.log_likelihood_and_grad(batch)
-    return _rounded(loglik, batch), grad
 
 
 @refusing_memory_errors("inputs")
@@ -47,14 +28,14 @@ def ctc_loss(
     -1; the blank is class C-1. +inf for a target with no aligned path; NaN for a sample whose
     active frames hold a non-finite value. Raises :class:`ctcop.InvalidInputError` on invalid input.
     """
-    batch = canonical.from_time_major(
+    checked = canonical.time_major_inputs(
         inputs,
         sequence_mask,
         labels,
         preprocess_collapse_repeated=preprocess_collapse_repeated,
         merge_repeated=merge_repeated,
     )
-    return _loss(batch)
+    return recursion.time_major_losses(checked)
 
 
 @refusing_memory_errors("inputs")
@@ -103,14 +84,14 @@ def ctc_loss_grad(
     It is 0 in masked frames, 0 for samples whose loss is +inf (no aligned path: the loss is
     +inf for every finite logits, a constant), and NaN in the active frames of a NaN-loss sample.
     """
-    batch = canonical.from_time_major(
+    checked = canonical.time_major_inputs(
         inputs,
         sequence_mask,
         labels,
         preprocess_collapse_repeated=preprocess_collapse_repeated,
         merge_repeated=merge_repeated,
     )
-    return _loss_and_grad(batch)
+    return recursion.time_major_losses_and_grad(checked)
 
 
 @refusing_memory_errors("logits")
@@ -141,7 +122,7 @@ def openvino_ctc_loss(
         ctc_merge_repeated=ctc_merge_repeated,
         unique=unique,
     )
-    return _loss(batch)
+    return recursion.losses(batch)
 
 
 @refusing_memory_errors("logits")
@@ -171,4 +152,4 @@ def openvino_ctc_loss_grad(
         ctc_merge_repeated=ctc_merge_repeated,
         unique=unique,
     )
-    return _loss_and_grad(batch)
+    return recursion.losses_and_grad(batch)
