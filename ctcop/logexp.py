@@ -31,10 +31,13 @@ removed and the function compiled anew and saved.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import math
 import os
 from collections.abc import Callable
 from decimal import Decimal, localcontext
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numba
@@ -65,11 +68,26 @@ _MANTISSA = (1 << 52) - 1
 _EXPONENT_ZERO = 1023 << 52
 
 
+@functools.cache
+def core_digest() -> str:
+    """SHA-256 of the core's sources (every module directly in ``ctcop/``), in name order."""
+    digest = hashlib.sha256()
+    for source in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()
+
+
 class RecoveringCache(FunctionCache):
     """numba's per-function cache, except that a cache file that cannot be read (a corrupted or
     truncated index or data file raises anything from UnpicklingError to AttributeError) is a
     miss: the index is removed, so the kernel is compiled and saved anew; a cache that cannot be
-    written leaves the kernel compiled in memory only."""
+    written leaves the kernel compiled in memory only. numba keys an entry by its own function's
+    source file only, while a kernel inlines functions of other modules (``logexp``,
+    ``rule_scan``): the key here also holds :func:`core_digest`, so a change to any of them
+    compiles anew instead of loading stale machine code."""
+
+    def _index_key(self, sig: Any, codegen: Any) -> Any:
+        return (*super()._index_key(sig, codegen), core_digest())  # type: ignore[no-untyped-call]
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         try:

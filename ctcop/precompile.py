@@ -6,7 +6,7 @@
 length type (int32, int64) the spec admits (sections 2 and 7), on one thread and on the pool. numba
 saves what they compile next to the sources (``ctcop/__pycache__``); the wheel build runs this on
 its copy of the package (``setup.py``), so an installed package loads its kernels instead of
-compiling them. numba reads a cache entry only where the source's hash, numba's version, Python's
+compiling them. numba reads a cache entry only where the core's sources, numba's version, Python's
 version and the CPU match; anywhere else it compiles and saves as usual.
 """
 

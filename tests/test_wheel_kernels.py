@@ -78,11 +78,13 @@ def test_installed_wheel_loads_its_kernels_and_compiles_nothing(installed: Path)
 
 
 def test_a_changed_source_is_compiled_not_loaded(installed: Path, tmp_path: Path) -> None:
+    # logexp.py's functions are inlined into the kernels of kernels.py: a change to it (any core
+    # module) compiles those kernels anew, though numba keys each by its own file only.
     copy = tmp_path / "site"
     shutil.copytree(installed, copy)
-    kernels = copy / "ctcop" / "kernels.py"
-    kernels.write_text(kernels.read_text() + "\n# changed\n")
+    inlined = copy / "ctcop" / "logexp.py"
+    inlined.write_text(inlined.read_text() + "\n# changed\n")
     done = _run(copy)
-    assert "data saved" in done.stdout
+    assert [line for line in done.stdout.splitlines() if "data saved" in line and "kernels." in line]
     values = "".join(line + "\n" for line in done.stdout.splitlines() if not line.startswith("[cache]"))
     assert values == _expected()
