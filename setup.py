@@ -28,7 +28,9 @@ class BuildPyWithKernels(build_py):
         # numba writes next to the sources it compiles: the built copy's, imported from its folder,
         # into a cache emptied first (a build folder left by an earlier build holds stale entries)
         shutil.rmtree(os.path.join(self.build_lib, "ctcop", "__pycache__"), ignore_errors=True)
-        env = {name: value for name, value in os.environ.items() if name not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+        # (the folder is the first entry of sys.path; PYTHONPATH, kept, is how pip's isolated build
+        # environment reaches numpy and numba)
+        env = {name: value for name, value in os.environ.items() if name != "NUMBA_CACHE_DIR"}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         command = [sys.executable, "-m", "ctcop.precompile"]
         done = subprocess.run(command, cwd=self.build_lib, env=env, check=False)

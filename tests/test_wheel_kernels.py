@@ -49,7 +49,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The package built into a wheel from this checkout and installed into a fresh folder."""
     folder = tmp_path_factory.mktemp("wheel")
     env = {name: value for name, value in os.environ.items() if name != "NUMBA_CACHE_DIR"}
-    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(folder)]
+    # pip's isolated build, as `pip install .` does it: the build environment has only the build
+    # requirements (pyproject.toml), fetched from the package index
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(folder)]
     subprocess.run([*build, str(ROOT)], check=True, env=env, cwd=folder)
     (wheel,) = folder.glob("ctcop-*.whl")
     with zipfile.ZipFile(wheel) as archive:
