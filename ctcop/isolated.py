@@ -10,10 +10,15 @@ process group (whatever it started goes with it) and reaped, and :class:`Lost` s
 ("killed by SIGSEGV", "exited with code 3", "no answer within 5 s"). A worker ignores SIGINT: an
 interruption is its caller's to handle, and the caller ends its workers.
 
-Workers are spawned, never forked: a process that has loaded a framework's thread pools
-(TensorFlow, JAX, PyTorch) cannot fork safely. The conformance runner's workers (spec 10), ``ctcop
-eval``'s (spec 13) and the peak-memory probes (:mod:`ctcop.memory_probe`) are such workers. Core
-module: standard library only.
+Workers are spawned, never forked from the caller: a process that has loaded a framework's thread
+pools (TensorFlow, JAX, PyTorch) cannot fork safely. A caller that starts many workers may start
+them from a :class:`ForkServer` instead: a spawned interpreter that has imported only what is safe
+to fork (numpy, ctcop's own modules) and forks each worker from itself, so that a worker does not
+import those again. Such a worker is the same worker: a session and process group of its own, the
+caller's environment and ``sys.path``, /dev/null for its streams, killed with its group and reaped
+(the server keeps it unreaped until the caller asks, so its pid is not reused before), and it dies
+with the server. The conformance runner's workers (spec 10), ``ctcop eval``'s (spec 13) and the
+peak-memory probes (:mod:`ctcop.memory_probe`) are such workers. Core module: standard library only.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ import math
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import IO, Any
 
@@ -37,8 +43,9 @@ from .text import one_line
 PATH_VARIABLE = "CTCOP_WORKER_PATH"  # the caller's sys.path, for the worker to import as it does
 _BOOT = (
     f"import json, os, sys; sys.path[:] = json.loads(os.environ.pop({PATH_VARIABLE!r})); "
-    "from ctcop.isolated import serve; serve(*sys.argv[1:])"
+    "from ctcop.isolated import {}; {}(*sys.argv[1:])"
 )
+_MESSAGE = 1 << 20  # the most a fork server's request or reply may hold (an environment, a target)
 Stream = int | IO[Any] | None  # what subprocess.Popen takes for stdin, stdout and stderr
 
 
@@ -93,6 +100,56 @@ def serve(target: str, requests: str, answers: str) -> None:
             out.flush()
 
 
+def _forked(sock: socket.socket, order: Mapping[str, Any], fds: Sequence[int]) -> None:
+    """In the fork server's child: become the worker ``order`` asks for, and end when it does."""
+    code = 1
+    try:
+        sock.close()
+        if sys.platform.startswith("linux"):  # dies with the server (its caller could not reap it)
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            if os.getppid() != order["server"]:
+                return
+        os.setsid()
+        os.environ.clear()
+        os.environ.update(order["env"])
+        serve(order["target"], str(fds[0]), str(fds[1]))
+        code = 0
+    except SystemExit as ended:
+        code = ended.code if isinstance(ended.code, int) else 1
+    finally:
+        os._exit(code)
+
+
+def fork_server(channel: str, preload: str) -> None:
+    """The fork server (started by :class:`ForkServer`): import the modules of ``preload`` (JSON),
+    then answer each order read from the socket ``channel``: ``start`` (fork a worker over the two
+    pipe ends sent with it: its pid), ``poll`` or ``wait`` (its return code: null while it runs).
+    Ends when the caller's end of the socket closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for module in json.loads(preload):
+        importlib.import_module(module)
+    sock = socket.socket(fileno=int(channel))
+    server = os.getpid()
+    while True:
+        message, fds, _, _ = socket.recv_fds(sock, _MESSAGE, 2)
+        if not message:
+            return
+        order = json.loads(message)
+        if order["op"] == "start":
+            pid = os.fork()
+            if pid == 0:
+                _forked(sock, {**order, "server": server}, fds)
+            for fd in fds:
+                os.close(fd)
+            reply: dict[str, Any] = {"pid": pid}
+        else:
+            done, status = os.waitpid(order["pid"], 0 if order["op"] == "wait" else os.WNOHANG)
+            reply = {"returncode": os.waitstatus_to_exitcode(status) if done else None}
+        sock.send(json.dumps(reply).encode())
+
+
 # -- the caller's side ---------------------------------------------------------------------------
 
 
@@ -102,9 +159,114 @@ def _readable(fd: int, timeout_s: float | None) -> bool:
     return bool(poller.poll(None if timeout_s is None else max(0, math.ceil(timeout_s * 1000))))
 
 
+class ForkServer:
+    """A spawned interpreter that has imported ``preload`` and forks workers from itself (module
+    docstring): pass it to :class:`Worker`. A server that died (something killed it) is replaced
+    by a fresh one at the next start; :meth:`close` ends it."""
+
+    def __init__(self, preload: Sequence[str]) -> None:
+        self.preload = list(preload)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _started(self) -> tuple[subprocess.Popen[bytes], socket.socket]:
+        if self.process is None or self.process.poll() is not None:
+            self.close()
+            mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            environment = {**os.environ, PATH_VARIABLE: json.dumps(sys.path)}
+            boot = _BOOT.format("fork_server", "fork_server")
+            try:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-c", boot, str(theirs.fileno()), json.dumps(self.preload)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=environment,
+                    pass_fds=(theirs.fileno(),),
+                    start_new_session=True,
+                )
+            except BaseException:
+                mine.close()
+                raise
+            finally:
+                theirs.close()
+            self._socket = mine
+        return self.process, self._socket
+
+    def _ask(self, process: subprocess.Popen[bytes], order: Mapping[str, Any], fds: Sequence[int] = ()) -> Any:
+        sock = self._socket
+        try:
+            socket.send_fds(sock, [json.dumps(order).encode()], list(fds))
+            reply = sock.recv(_MESSAGE)
+        except OSError:
+            reply = b""
+        if not reply:
+            raise Lost(f"its fork server {death(process.wait())}")
+        return json.loads(reply)
+
+    def start(self, target: str, fds: tuple[int, int], env: Mapping[str, str]) -> Forked:
+        """A worker running ``target`` over the pipe ends ``fds`` (requests, answers) with ``env``;
+        a server found dead is replaced and asked again, once."""
+        order = {"op": "start", "target": target, "env": dict(env)}
+        try:
+            return self._fork(order, fds)
+        except Lost:
+            return self._fork(order, fds)
+
+    def _fork(self, order: Mapping[str, Any], fds: Sequence[int]) -> Forked:
+        server, _ = self._started()
+        return Forked(self, server, self._ask(server, order, fds)["pid"])
+
+    def returncode(self, server: subprocess.Popen[bytes], pid: int, wait: bool) -> int | None:
+        """The return code of the worker ``pid`` that ``server`` forked (None while it runs);
+        ``wait``: until it ends. A server that is gone took the worker with it: -SIGKILL."""
+        if server is not self.process or server.poll() is not None:
+            return -signal.SIGKILL
+        try:
+            code: int | None = self._ask(server, {"op": "wait" if wait else "poll", "pid": pid})["returncode"]
+        except Lost:
+            return -signal.SIGKILL
+        return code
+
+    def close(self) -> None:
+        """End the server (its workers die with it) and reap it."""
+        if self.process is not None:
+            self._socket.close()
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            self.process = None
+
+
+class Forked:
+    """A worker that a :class:`ForkServer` forked, seen as ``subprocess.Popen`` shows a child:
+    ``pid``, ``returncode``, :meth:`poll`, :meth:`wait`, and whether it may still be signalled
+    (``held``: unreaped by its server, so its pid is its own)."""
+
+    def __init__(self, server: ForkServer, process: subprocess.Popen[bytes], pid: int) -> None:
+        self.server, self._process, self.pid = server, process, pid
+        self.returncode: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.returncode is None and self._process is self.server.process and self._process.poll() is None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.returncode(self._process, self.pid, wait=False)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = self.server.returncode(self._process, self.pid, wait=True)
+        assert self.returncode is not None
+        return self.returncode
+
+
 class Worker:
     """``target`` (``package.module:function``) serving requests in a fresh process (module
-    docstring); ``env`` replaces the environment. Ends (:meth:`end`) when its ``with`` block does."""
+    docstring), or in a process that ``server`` forks (then its streams are /dev/null); ``env``
+    replaces the environment. Ends (:meth:`end`) when its ``with`` block does."""
 
     def __init__(
         self,
@@ -113,20 +275,27 @@ class Worker:
         stdout: Stream = subprocess.DEVNULL,
         stderr: Stream = subprocess.DEVNULL,
         env: Mapping[str, str] | None = None,
+        server: ForkServer | None = None,
     ) -> None:
         requests, self._requests = os.pipe()
         self._answers, answers = os.pipe()
         environment = {**(os.environ if env is None else env), PATH_VARIABLE: json.dumps(sys.path)}
+        self.process: subprocess.Popen[bytes] | Forked
         try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, target, str(requests), str(answers)],
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                env=environment,
-                pass_fds=(requests, answers),
-                start_new_session=True,  # its own process group: killed with whatever it starts
-            )
+            if server is not None:
+                assert stdin == stdout == stderr == subprocess.DEVNULL, "a forked worker's streams are /dev/null"
+                environment.pop(PATH_VARIABLE)
+                self.process = server.start(target, (requests, answers), environment)
+            else:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-c", _BOOT.format("serve", "serve"), target, str(requests), str(answers)],
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=stderr,
+                    env=environment,
+                    pass_fds=(requests, answers),
+                    start_new_session=True,  # its own process group: killed with whatever it starts
+                )
         except BaseException:
             for fd in (self._requests, self._answers):
                 os.close(fd)
@@ -213,9 +382,10 @@ class Worker:
         before it ends), reap it and close its pipes; how it ended. Until reaped, its pid (and so
         its group's id) cannot have been reused."""
         if self.ended is None:
-            for kill in (os.killpg, os.kill):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    kill(self.pid, signal.SIGKILL)
+            if not isinstance(self.process, Forked) or self.process.held:
+                for kill in (os.killpg, os.kill):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        kill(self.pid, signal.SIGKILL)
             self.ended = death(self.process.wait())
             for fd in (self._requests, self._answers):
                 with contextlib.suppress(OSError):

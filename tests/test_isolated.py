@@ -1,6 +1,7 @@
 """Crash-isolated workers (:mod:`ctcop.isolated`): answers and errors as JSON lines, how a worker
 ended, the timeout, SIGINT ignored, its own process group and streams, and nothing it started
-outliving it. The workers run the functions of this module."""
+outliving it, for spawned workers and workers a fork server forks alike. The workers run the
+functions of this module."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctcop.isolated import Failed, Lost, Worker, call
+from ctcop.isolated import Failed, ForkServer, Lost, Worker, call
 
 HERE = __name__
 
@@ -51,6 +53,23 @@ def describe(request: Any) -> dict[str, Any]:
     return {"pid": os.getpid(), "group": os.getpgid(0), "path": sys.path}
 
 
+def environment(request: Any) -> dict[str, Any]:
+    return {"variable": os.environ.get(request), "path": sys.path, "group": os.getpgid(0), "pid": os.getpid()}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer]:
+    forks = ForkServer(["numpy"])
+    yield forks
+    forks.close()
+
+
+@pytest.fixture(params=["spawned", "forked"])
+def started(request: pytest.FixtureRequest, server: ForkServer) -> dict[str, Any]:
+    """How the test's workers start: :class:`Worker`'s ``server`` argument."""
+    return {"server": server} if request.param == "forked" else {}
+
+
 def alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -58,15 +77,15 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_each_request_gets_its_answer() -> None:
-    with Worker(f"{HERE}:echo") as worker:
+def test_each_request_gets_its_answer(started: dict[str, Any]) -> None:
+    with Worker(f"{HERE}:echo", **started) as worker:
         for request in (1, "two", [3.5, None, True], {"nested": {"list": [1, 2]}}):
             worker.send(request)
             assert worker.answer(60) == request
 
 
-def test_an_exception_is_an_error_answer_and_the_worker_goes_on() -> None:
-    with Worker(f"{HERE}:refuse") as worker:
+def test_an_exception_is_an_error_answer_and_the_worker_goes_on(started: dict[str, Any]) -> None:
+    with Worker(f"{HERE}:refuse", **started) as worker:
         for _ in range(2):
             worker.send("luck")
             with pytest.raises(Failed, match=r"^ValueError: no luck second line$"):
@@ -78,15 +97,17 @@ def test_an_exception_is_an_error_answer_and_the_worker_goes_on() -> None:
     ("request_", "how"),
     [({"signal": "SIGSEGV", "code": 0}, "killed by SIGSEGV"), ({"code": 7}, "exited with code 7")],
 )
-def test_how_a_worker_ended_is_said(request_: dict[str, Any], how: str) -> None:
+def test_how_a_worker_ended_is_said(request_: dict[str, Any], how: str, started: dict[str, Any]) -> None:
     with pytest.raises(Lost) as lost:
-        call(f"{HERE}:end_by", request_, 60)
+        call(f"{HERE}:end_by", request_, 60, **started)
     assert (lost.value.how, lost.value.timed_out) == (how, False)
 
 
-def test_a_worker_without_an_answer_in_time_is_killed_with_what_it_started(tmp_path: Path) -> None:
+def test_a_worker_without_an_answer_in_time_is_killed_with_what_it_started(
+    tmp_path: Path, started: dict[str, Any]
+) -> None:
     marker = tmp_path / "grandchild"
-    with Worker(f"{HERE}:start_then_hang") as worker:
+    with Worker(f"{HERE}:start_then_hang", **started) as worker:
         worker.send(str(marker))
         deadline = time.monotonic() + 60
         while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
@@ -104,8 +125,8 @@ def test_a_worker_without_an_answer_in_time_is_killed_with_what_it_started(tmp_p
     assert not alive(grandchild)
 
 
-def test_sigint_is_ignored_in_the_worker() -> None:
-    assert call(f"{HERE}:interrupt_self", None, 60) == "still here"
+def test_sigint_is_ignored_in_the_worker(started: dict[str, Any]) -> None:
+    assert call(f"{HERE}:interrupt_self", None, 60, **started) == "still here"
 
 
 def test_the_worker_has_its_own_process_group_the_callers_streams_and_path(tmp_path: Path) -> None:
@@ -115,3 +136,34 @@ def test_the_worker_has_its_own_process_group_the_callers_streams_and_path(tmp_p
     assert got["group"] == got["pid"] != os.getpgid(0)
     assert got["path"] == sys.path
     assert out.read_text() == "printed\n"
+
+
+def test_a_forked_worker_has_its_own_process_group_the_given_environment_and_the_callers_path(
+    server: ForkServer,
+) -> None:
+    env = {**os.environ, "CTCOP_TEST_VARIABLE": "given"}
+    got = call(f"{HERE}:environment", "CTCOP_TEST_VARIABLE", 60, env=env, server=server)
+    assert got["variable"] == "given" and "CTCOP_TEST_VARIABLE" not in os.environ
+    assert got["group"] == got["pid"] != os.getpgid(0) != server.process.pid  # type: ignore[union-attr]
+    assert got["path"] == sys.path
+
+
+def test_a_forked_worker_dies_with_its_server_and_a_fresh_server_forks_the_next() -> None:
+    forks = ForkServer([])
+    try:
+        worker = Worker(f"{HERE}:echo", server=forks)
+        assert forks.process is not None
+        first = forks.process.pid
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while alive(worker.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(worker.pid)
+        with pytest.raises(Lost):
+            worker.send("anything")
+            worker.answer(60)
+        assert worker.ended == "killed by SIGKILL"
+        assert call(f"{HERE}:echo", "again", 60, server=forks) == "again"
+        assert forks.process.pid != first
+    finally:
+        forks.close()

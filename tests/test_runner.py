@@ -449,3 +449,29 @@ def test_entry_points_of_the_group_are_runtimes(tmp_path, monkeypatch) -> None:
     assert entries["broken"].available is not None and "ModuleNotFoundError" in entries["broken"].available
     with pytest.raises(registry.RegistryError, match="runtime 'noise' comes from both"):
         registry.discover([f"{Path(__file__).with_name('bad_runtimes.py')}:make"])
+
+
+def test_a_worker_finds_its_runtime_by_name_without_asking_the_others() -> None:
+    from ctcop.conformance.peers import PEERS
+    from ctcop.conformance.runtimes import RUNTIMES
+
+    assert registry.find("reference") is RUNTIMES["reference"]
+    assert registry.find("torch") is PEERS["torch"]
+    found = registry.find("blank-off-by-one", [BAD], with_plugins=False)
+    assert found.name == "blank-off-by-one" and callable(found.run)
+
+
+def test_the_workers_of_a_run_share_each_exported_model_through_the_runs_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("onnx")
+    from ctcop.attributes import Attributes
+    from ctcop.conformance import runtimes
+
+    key = ("float32", "bool", "int64", Attributes.of({"preprocess_collapse_repeated": False, "merge_repeated": True}))
+    monkeypatch.setenv(runtimes.MODELS_VARIABLE, str(tmp_path))
+    built = runtimes._model_bytes.__wrapped__(key)
+    (stored,) = tmp_path.iterdir()
+    assert stored.read_bytes() == built == runtimes._built(key)
+    stored.write_bytes(b"as another worker of the run left it")
+    assert runtimes._model_bytes.__wrapped__(key) == b"as another worker of the run left it"

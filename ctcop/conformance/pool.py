@@ -1,11 +1,13 @@
 """The conformance runner's crash-isolated worker processes (the mechanism; what they are asked
 and how two answers combine is :mod:`.runner`'s).
 
-``jobs`` workers (:class:`ctcop.isolated.Worker`: fresh interpreters, spawned, never forked) each
-build the runtimes of the run themselves (runtime objects do not cross processes): those of
-:func:`.registry.discover` for the run's ``--runtime-module`` specs (:class:`Runtimes`), picked by
-name. A worker takes one evaluation at a time (a runtime and a case, read from its corpus folder)
-and answers :func:`ctcop.conformance.verdict.judge`'s :class:`~.result.Result` (spec 10), as JSON
+``jobs`` workers (:class:`ctcop.isolated.Worker`, forked by the run's
+:class:`ctcop.isolated.ForkServer`, which has imported numpy and ctcop's conformance modules,
+:data:`PRELOAD`, and nothing that starts threads) each build the runtime they serve themselves
+(runtime objects do not cross processes): :func:`.registry.find` of its name, for the run's
+``--runtime-module`` specs (:class:`Runtimes`). A worker takes one evaluation at a time (a
+runtime and a case, read from its corpus folder) and answers
+:func:`ctcop.conformance.verdict.judge`'s :class:`~.result.Result` (spec 10), as JSON
 (:func:`.result.to_dict`, read back with :func:`.result.from_dict`). A worker that dies costs
 the evaluation it was running, recorded as a ``crash`` with the signal, and a fresh worker takes
 its place; one that gives no answer within ``timeout_s`` is killed and replaced (``timeout``).
@@ -13,27 +15,43 @@ Workers ignore SIGINT and run in process groups of their own; their output goes 
 A worker serves one runtime: whatever a runtime does to its process (numpy's error state, the
 recursion limit, threads it leaves behind, a child it forks that writes to the worker's pipe) can
 cost its own evaluations only, never another runtime's. Workers otherwise live as long as the
-pool; a fresh one (a replacement too) imports the libraries of its runtime itself.
+pool; a fresh one (a replacement too) imports the libraries of its runtime itself. The exported
+models a worker builds are shared with the run's other workers through a folder of the run
+(:data:`.runtimes.MODELS_VARIABLE`): a worker reads a model another one built, not building it again.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import select
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ..isolated import Failed, Lost, Worker
+from ..isolated import Failed, ForkServer, Lost, Worker
 from .result import Result, from_dict, to_dict
+from .runtimes import MODELS_VARIABLE
 
 if TYPE_CHECKING:
     from .case import Case
 
 DEFAULT_TIMEOUT_S = 120.0
 WORKER = "ctcop.conformance.pool:evaluate"
+# What the fork server imports for every worker: numpy and ctcop's own modules, which start no
+# thread a fork would lose (a framework, imported by a runtime, is its worker's own).
+PRELOAD = (
+    "numpy",
+    "ctcop.conformance.corpus",
+    "ctcop.conformance.peers",
+    "ctcop.conformance.pool",
+    "ctcop.conformance.registry",
+    "ctcop.conformance.runtimes",
+    "ctcop.conformance.verdict",
+)
 Key = tuple[str, str]
 
 
@@ -82,10 +100,10 @@ class Slot:
 
 
 @cache
-def _runtimes(modules: tuple[str, ...], with_plugins: bool) -> dict[str, Any]:
-    from .registry import discover
+def _runtime(name: str, modules: tuple[str, ...], with_plugins: bool) -> Any:
+    from .registry import find
 
-    return {entry.name: entry.runtime for entry in discover(modules, with_plugins)}
+    return find(name, modules, with_plugins)
 
 
 @cache
@@ -101,8 +119,8 @@ def evaluate(request: Mapping[str, Any]) -> dict[str, Any]:
     from .verdict import judge
 
     name = request["runtime"]
-    runtimes = _runtimes(tuple(request["modules"]), request["with_plugins"])
-    return to_dict(judge(runtimes[name], _case(request["case"]), name))
+    runtime = _runtime(name, tuple(request["modules"]), request["with_plugins"])
+    return to_dict(judge(runtime, _case(request["case"]), name))
 
 
 # -- the parent side -----------------------------------------------------------------------------
@@ -118,6 +136,8 @@ class Pool:
     on_run: Callable[[Task, Result], None]
     slots: list[Slot | None] = field(default_factory=list)
     first: dict[Key, int] = field(default_factory=dict)  # who ran a case's first evaluation
+    environment: dict[str, str] = field(default_factory=dict)  # the workers' (run: os.environ and the models' folder)
+    server: ForkServer = field(default_factory=lambda: ForkServer(PRELOAD))  # forks the workers
 
     def __post_init__(self) -> None:
         self.slots = [None] * max(1, self.settings.jobs)
@@ -163,7 +183,8 @@ class Pool:
                 self._end(slot)  # a worker serves one runtime
                 slot = None
             if slot is None:
-                slot = self.slots[index] = Slot(Worker(WORKER), pending[choice].runtime)
+                worker = Worker(WORKER, env=self.environment, server=self.server)
+                slot = self.slots[index] = Slot(worker, pending[choice].runtime)
             task = pending.pop(choice)
             try:
                 slot.worker.send(self._request(task))
@@ -221,11 +242,15 @@ class Pool:
                 self._answer_for(slot, "timeout", f"no answer within {self.settings.timeout_s:g} s", answer="timeout")
 
     def run(self, tasks: Sequence[Task]) -> None:
-        """Run every task; the workers are stopped however this ends."""
+        """Run every task; the workers are stopped however this ends. The workers share the
+        exported models they build through a folder of the run's (:data:`.runtimes.MODELS_VARIABLE`)."""
         pending = list(tasks)
-        try:
-            while pending or any(s is not None and s.task is not None for s in self.slots):
-                self._assign(pending)
-                self._wait()
-        finally:
-            self.stop()
+        with tempfile.TemporaryDirectory(prefix="ctcop-models-") as models:
+            self.environment = {**os.environ, MODELS_VARIABLE: models}
+            try:
+                while pending or any(s is not None and s.task is not None for s in self.slots):
+                    self._assign(pending)
+                    self._wait()
+            finally:
+                self.stop()
+                self.server.close()

@@ -24,6 +24,7 @@ adapters compile at the precision the case's logits declare (spec 13), not at th
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import tempfile
@@ -155,10 +156,35 @@ def _spec_bytes(key: Key) -> bytes:
     return bytes(model.SerializeToString())
 
 
+# A folder the processes of one run share their exported models through (the conformance pool
+# sets it for its workers): a model that another process of the run built is read, not built again.
+MODELS_VARIABLE = "CTCOP_CONFORMANCE_MODELS"
+
+
+def _built(key: Key | ReleasedKey) -> bytes:
+    return _released_bytes(key) if len(key) == 2 else _spec_bytes(key)
+
+
 @cache
 def _model_bytes(key: Key | ReleasedKey) -> bytes:
-    """The serialized ONNX model of a spec-form ``Key`` or a released-form ``ReleasedKey``."""
-    return _released_bytes(key) if len(key) == 2 else _spec_bytes(key)
+    """The serialized ONNX model of a spec-form ``Key`` or a released-form ``ReleasedKey``: read
+    from the folder :data:`MODELS_VARIABLE` names when a process of the run built it already, else
+    built (and written there whole, by rename, for the others)."""
+    folder = os.environ.get(MODELS_VARIABLE)
+    if not folder:
+        return _built(key)
+    path = os.path.join(folder, hashlib.sha256(repr(key).encode()).hexdigest() + ".onnx")
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except FileNotFoundError:
+        pass
+    data = _built(key)
+    partial = f"{path}.{os.getpid()}"
+    with open(partial, "wb") as file:
+        file.write(data)
+    os.replace(partial, path)
+    return data
 
 
 def _feeds(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
