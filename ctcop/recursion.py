@@ -27,7 +27,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -215,6 +215,7 @@ def log_likelihood(batch: CanonicalBatch) -> FloatArray:
 
 
 _KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_Result = TypeVar("_Result")
 
 
 def _small(logits: np.ndarray) -> bool:
@@ -235,6 +236,27 @@ def _scan_buffers(checked: TimeMajorInputs) -> tuple[np.ndarray, np.ndarray, np.
     )
 
 
+def _in_one_call(
+    checked: TimeMajorInputs,
+    whole: Callable[[CanonicalBatch], _Result],
+    kernel: Callable[..., int],
+    settings: tuple[int, ...],
+    outputs: tuple[np.ndarray, ...],
+    computed: _Result,
+) -> _Result:
+    """A small batch's rule scan and result in one call of ``kernel`` (with ``settings`` after
+    the inputs and attributes, writing ``outputs``): ``computed`` when it computed the batch, else
+    ``whole`` of the batch it scanned (a fault raised, or a batch too large to keep on this
+    thread)."""
+    lengths, targets, target_lengths, fault = _scan_buffers(checked)
+    inputs = (checked.logits, checked.mask_values, checked.label_values, checked.collapse, checked.merge_repeated)
+    longest = kernel(*inputs, *settings, lengths, targets, target_lengths, fault, *outputs)
+    if longest != kernels.COMPUTED:
+        return whole(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
+    get_num_threads()  # read, and checked, whatever the batch
+    return computed
+
+
 def time_major_losses(checked: TimeMajorInputs) -> np.ndarray:
     """:func:`losses` of the batch of ``checked`` (:func:`ctcop.canonical.time_major_batch`, whose
     fault it raises): a small batch in one compiled call with the rule scan
@@ -242,25 +264,8 @@ def time_major_losses(checked: TimeMajorInputs) -> np.ndarray:
     logits = checked.logits
     if not _small(logits):
         return losses(canonical.time_major_batch(checked))
-    lengths, targets, target_lengths, fault = _scan_buffers(checked)
     out = np.empty(logits.shape[1], logits.dtype)
-    longest = kernels.small_batch_losses(
-        logits,
-        checked.mask_values,
-        checked.label_values,
-        checked.collapse,
-        checked.merge_repeated,
-        PARALLEL_WORK,
-        lengths,
-        targets,
-        target_lengths,
-        fault,
-        out,
-    )
-    if longest != kernels.COMPUTED:
-        return losses(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
-    get_num_threads()  # read, and checked, whatever the batch
-    return out
+    return _in_one_call(checked, losses, kernels.small_batch_losses, (PARALLEL_WORK,), (out,), out)
 
 
 def time_major_losses_and_grad(checked: TimeMajorInputs) -> tuple[np.ndarray, np.ndarray]:
@@ -268,27 +273,11 @@ def time_major_losses_and_grad(checked: TimeMajorInputs) -> tuple[np.ndarray, np
     logits = checked.logits
     if not _small(logits):
         return losses_and_grad(canonical.time_major_batch(checked))
-    lengths, targets, target_lengths, fault = _scan_buffers(checked)
     out, grad = np.empty(logits.shape[1], logits.dtype), np.zeros(logits.shape, logits.dtype)
-    longest = kernels.small_batch_losses_and_grad(
-        logits,
-        checked.mask_values,
-        checked.label_values,
-        checked.collapse,
-        checked.merge_repeated,
-        PARALLEL_WORK,
-        SEGMENT_ELEMENTS,
-        lengths,
-        targets,
-        target_lengths,
-        fault,
-        out,
-        grad,
+    settings = (PARALLEL_WORK, SEGMENT_ELEMENTS)
+    return _in_one_call(
+        checked, losses_and_grad, kernels.small_batch_losses_and_grad, settings, (out, grad), (out, grad)
     )
-    if longest != kernels.COMPUTED:
-        return losses_and_grad(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
-    get_num_threads()
-    return out, grad
 
 
 def losses_and_grad(batch: CanonicalBatch) -> tuple[np.ndarray, np.ndarray]:
