@@ -43,13 +43,12 @@ FloatArray = npt.NDArray[np.float64]
 SEGMENT_ELEMENTS = 1 << 20
 # Samples handed to a thread at a time: enough blocks per thread to even out unequal lengths.
 BLOCKS_PER_THREAD = 4
-# Work (N * T * (C + S + 2), S for the longest target: frames times classes and states) below
-# which a batch runs on the calling thread alone, its loss or its gradient. Handing blocks to 2
-# threads and collecting them costs 22-31 us at best (35-60 us on average on a loaded machine) and
-# a unit of work 4-9 ns (docs/design.md): below 2^13 units (35-75 us on one thread) a second thread
-# saves less than the hand-over costs. The gradient's units cost 2.3 times the loss's, yet at
-# T = 5, C = 11 two threads lost to one at N = 64 (5760 units: 190 against 140 us, loaded).
-PARALLEL_WORK = 1 << 13
+# Work (N * T * (C + S + 2), S for the longest target: frames times classes and states; twice that
+# for the gradient) below which a batch runs on the calling thread alone. Measured quiet on the
+# 2-core machine at T = 5, C = 11 (docs/design.md), one thread against two: the loss 131 against
+# 161 us at N = 128 (11520 units), 252 against 294 at N = 256, 482 against 472 at N = 512 (46080);
+# the gradient 283 against 302 us at N = 128, 520 against 413 at N = 256.
+PARALLEL_WORK = 1 << 15
 # The largest thread count accepted: far above any CPU count the core can use, far below what
 # exhausts a process's threads.
 MAX_THREADS = 1024
@@ -274,7 +273,7 @@ def time_major_losses_and_grad(checked: TimeMajorInputs) -> tuple[np.ndarray, np
     if not _small(logits):
         return losses_and_grad(canonical.time_major_batch(checked))
     out, grad = np.empty(logits.shape[1], logits.dtype), np.zeros(logits.shape, logits.dtype)
-    settings = (PARALLEL_WORK, SEGMENT_ELEMENTS)
+    settings = (PARALLEL_WORK // 2, SEGMENT_ELEMENTS)  # the gradient's work counted twice
     return _in_one_call(
         checked, losses_and_grad, kernels.small_batch_losses_and_grad, settings, (out, grad), (out, grad)
     )
@@ -307,5 +306,5 @@ def log_likelihood_and_grad(batch: CanonicalBatch) -> tuple[FloatArray, np.ndarr
         kernel: Callable[..., None] = kernels.batch_grad
         kernel(*arguments, first, last, out, grad)
 
-    _run_blocks(batch.batch_size, _work(batch), block)
+    _run_blocks(batch.batch_size, 2 * _work(batch), block)
     return out, grad if direct else round_once(grad, batch.logits.dtype)

@@ -35,7 +35,7 @@ def child(request: dict[str, Any]) -> dict[str, int]:
     labels = np.full((batch, frames), -1, dtype=np.int64)
     labels[:, :length] = rng.integers(0, classes - 1, size=(batch, length))
     call = getattr(ctcop, request["function"])
-    call(inputs[:2, :1], mask[:2, :1], labels[:1, :2])  # compile or load the kernels first
+    call(inputs, mask, labels)  # compile or load the kernels this very call runs first
     results: list[Any] = []
     peak = memory_probe.peak(lambda: results.append(call(inputs, mask, labels)))
     grad_bytes = results[0][1].nbytes if isinstance(results[0], tuple) else 0
