@@ -230,3 +230,23 @@ def test_a_second_signal_while_ending_keeps_the_first_signals_exit_code(tmp_path
     args = ["-c", TERMINATED_WHILE_ENDING, "conformance", "--json", report, "--jobs", "2"]
     result, workers = interrupt(args, signal.SIGINT, first_result)
     assert_interrupted(result, workers, "SIGINT", report)
+
+
+def test_a_signal_whose_exception_a_ctypes_callback_drops_still_interrupts() -> None:
+    # llvmlite calls back into Python while numba compiles; an exception raised there (the signal
+    # handler's) is printed and dropped by ctypes, and the work goes on: the command must still
+    # end as interrupted. libc's qsort stands in for llvmlite, its comparison sending SIGTERM.
+    program = """
+import ctypes, os, signal
+from ctcop.cli import signals
+compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
+    lambda a, b: os.kill(os.getpid(), signal.SIGTERM) or 0)
+values = (ctypes.c_int * 2)(2, 1)
+with signals.interruptible():
+    ctypes.CDLL(None).qsort(values, 2, ctypes.sizeof(ctypes.c_int), compare)
+    print("after the callback:", signals.interruption(None))
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored on calling ctypes callback function" in done.stderr
+    assert done.stdout == "after the callback: SIGTERM\n"

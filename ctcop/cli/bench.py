@@ -119,9 +119,11 @@ def run(args: argparse.Namespace) -> int:
         interrupted = interruption(error)
         if interrupted is None:
             raise
-        found.interrupted_by = interrupted.name
     finally:
         bar.close()
+    interrupted = interrupted or interruption(None)
+    if interrupted is not None:
+        found.interrupted_by = interrupted.name
     print("\n".join(table.body(found)))
     if args.json:
         write_atomically(args.json, json.dumps(document(found), indent=1) + "\n")

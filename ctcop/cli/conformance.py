@@ -311,7 +311,7 @@ def _measured(plan: Plan, settings: Settings, results: list[Result]) -> Interrup
         return interrupted
     finally:
         progress.close()
-    return None
+    return interruption(None)
 
 
 def run(args: argparse.Namespace) -> int:

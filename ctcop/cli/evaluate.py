@@ -133,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     evaluation = _Evaluation(args.model, args.runtime or "", args.device or "CPU")
     try:
         _evaluate(args, evaluation)
+        if (dropped := interruption(None)) is not None:
+            raise dropped
     except BaseException as error:
         interrupted = interruption(error)
         if interrupted is None:

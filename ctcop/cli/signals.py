@@ -33,10 +33,12 @@ def _on_signal(signum: int, _: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
-def interruption(error: BaseException) -> Interrupted | None:
+def interruption(error: BaseException | None) -> Interrupted | None:
     """The interruption behind ``error``: itself, or the signal received when a library turned the
     exception raised in its callback into its own (OpenVINO wraps it in a RuntimeError, which
-    ctcop may have turned into an InvalidInputError); None when there was no signal."""
+    ctcop may have turned into an InvalidInputError) or dropped it (``error`` None, asked after
+    the work returned: an exception raised in a ctypes callback, such as llvmlite's while numba
+    compiles, is printed and lost); None when there was no signal."""
     if isinstance(error, Interrupted):
         return error
     return Interrupted(_RECEIVED[0]) if _RECEIVED else None
