@@ -353,6 +353,8 @@ def run(args: argparse.Namespace) -> int:
             interrupted.finished = written
         if interrupted is None:
             raise
+    if interrupted is None and (interrupted := interruption(None)) is not None:
+        interrupted.finished = written  # its exception dropped by a library's callback
     if interrupted is not None:
         interrupted.report = args.json if written else None
         raise interrupted
