@@ -121,10 +121,8 @@ def memory_budget() -> int | None:
     """The bytes of working memory the inputs of one call may need: the least of this machine's
     physical memory, the container's limit and what ``ulimit -v`` leaves (None where the system
     says none of them)."""
-    fixed, left = _fixed_budget(), _address_space_left()
-    if left is None or fixed is None:
-        return fixed if left is None else left
-    return min(fixed, left)
+    known = [size for size in (_fixed_budget(), _address_space_left()) if size is not None]
+    return min(known) if known else None
 
 
 def _gib(size: int) -> str:
@@ -481,15 +479,25 @@ def time_major_batch(checked: TimeMajorInputs) -> CanonicalBatch:
     (:mod:`ctcop.rule_scan`): the first fault raised, or the batch."""
     from . import rule_scan  # compiled: loaded on first use, not by ``ctcop validate``
 
-    frames, samples = checked.mask_values.shape
     classes = int(checked.logits.shape[2])
-    lengths, target_lengths = np.empty(samples, np.int64), np.empty(samples, np.int64)
-    targets, fault = np.empty((samples, frames), np.int64), np.empty(3, np.int64)
+    lengths, targets, target_lengths, fault = scan_buffers(checked)
     scan = rule_scan.time_major_scan
     longest = scan(
         checked.mask_values, checked.label_values, classes, checked.collapse, lengths, targets, target_lengths, fault
     )
     return scanned_batch(checked, fault, lengths, targets, target_lengths, longest)
+
+
+def scan_buffers(checked: TimeMajorInputs) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """Where the rule scan writes the frame counts [N], the processed targets [N, T], their
+    lengths [N] and the fault (kind, row, column)."""
+    frames, samples = checked.mask_values.shape
+    return (
+        np.empty(samples, np.int64),
+        np.empty((samples, frames), np.int64),
+        np.empty(samples, np.int64),
+        np.empty(3, np.int64),
+    )
 
 
 def scanned_batch(

@@ -398,6 +398,14 @@ def _block_sizes(lengths: np.ndarray, target_lengths: np.ndarray, first: int, la
     return frames, 2 * labels + 3
 
 
+@compiled
+def _store_loss(loglik: float, out: np.ndarray, i: int) -> None:
+    """``out[i] = -loglik`` in ``out``'s element type, +0.0 where a rounding error would put it
+    below 0 (spec 4.3); NaN stays NaN."""
+    loss = 0.0 - loglik
+    out[i] = 0.0 if loss < 0.0 else loss
+
+
 @entry
 def batch_loss(
     logits: np.ndarray,
@@ -421,7 +429,7 @@ def batch_loss(
     checkpoints, normalising = np.empty((1, width)), np.empty((2, frames))
     for i in range(first, last):
         states = lattice(targets[i, : target_lengths[i]], blank, merge_repeated, classes, moves)
-        loss = 0.0 - _forward_pass(
+        loglik = _forward_pass(
             logits,
             batch_major,
             i,
@@ -434,7 +442,7 @@ def batch_loss(
             checkpoints[:0],
             normalising,
         )
-        out[i] = 0.0 if loss < 0.0 else loss
+        _store_loss(loglik, out, i)
 
 
 @compiled
@@ -515,6 +523,14 @@ def batch_grad(
 COMPUTED = -1  # what the entries return when the results are written
 
 
+@entry
+def work_units(samples: int, frames: int, classes: int, longest: int) -> int:
+    """An upper bound of a batch's work, for deciding whether threads pay: N * T * (C + S + 2)
+    with S = 2L + 1 for the longest target L (the classes and the lattice states a frame reads)."""
+    units: int = samples * frames * (classes + 2 * longest + 3)
+    return units
+
+
 @compiled
 def _scanned(
     mask: np.ndarray,
@@ -528,11 +544,10 @@ def _scanned(
     fault: np.ndarray,
 ) -> tuple[int, bool]:
     """The rule scan, then the longest target and whether the batch is computed here: no fault,
-    and one sample or work ``N * T * (C + 2 * longest + 3)`` below ``work_limit``."""
+    and one sample or :func:`work_units` below ``work_limit``."""
     longest = time_major_scan(mask, labels, classes, collapse, lengths, targets, target_lengths, fault)
     frames, samples = mask.shape
-    work = samples * frames * (classes + 2 * longest + 3)
-    return longest, fault[0] == 0 and (samples <= 1 or work < work_limit)
+    return longest, fault[0] == 0 and (samples <= 1 or work_units(samples, frames, classes, longest) < work_limit)
 
 
 @entry
@@ -602,6 +617,5 @@ def small_batch_losses_and_grad(
         grad,
     )
     for i in range(samples):
-        loss = 0.0 - loglik[i]
-        out[i] = 0.0 if loss < 0.0 else loss
+        _store_loss(loglik[i], out, i)
     return COMPUTED

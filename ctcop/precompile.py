@@ -3,7 +3,8 @@
 ``python -m ctcop.precompile`` makes the calls a user meets first — :func:`ctcop.ctc_loss`,
 :func:`ctcop.ctc_loss_grad`, :func:`ctcop.ctc_loss_or_nan`, both released-form functions and
 :func:`ctcop.greedy_decode` — for every logits dtype (float16, float32, float64) and every label and
-length type (int32, int64) the spec admits (sections 2 and 7), on one thread and on the pool. numba
+length type (int32, int64) the spec admits (sections 2 and 7), on a batch the one-call kernels
+compute and on one that goes to the batch kernels. numba
 saves what they compile next to the sources (``ctcop/__pycache__``); the wheel build runs this on
 its copy of the package (``setup.py``), so an installed package loads its kernels instead of
 compiling them. numba reads a cache entry only where the core's sources, numba's version, Python's
@@ -15,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from .decode import greedy_decode
-from .recursion import set_num_threads
 from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_grad
 
 LOGITS_TYPES = (np.float16, np.float32, np.float64)
 INDEX_TYPES = (np.int32, np.int64)
-# [T, N, C] large enough for the pool to take the batch (recursion.PARALLEL_WORK)
+# [T, N, C]: a batch that :func:`ctcop.kernels.small_batch_losses` computes, and one of more logits
+# than ``recursion.PARALLEL_WORK``, which the batch kernels compute (whatever the thread count)
 SHAPES = ((3, 1, 4), (40, 16, 30))
 
 
@@ -58,13 +59,11 @@ def _released(shape: tuple[int, int, int], logits_type: type, index_type: type) 
 
 def precompile() -> None:
     """Make every call of this module's list once, so numba compiles and caches its kernels."""
-    for threads in (1, 2):
-        set_num_threads(threads)
-        for shape in SHAPES:
-            for logits_type in LOGITS_TYPES:
-                for index_type in INDEX_TYPES:
-                    _time_major(shape, logits_type, index_type)
-                    _released(shape, logits_type, index_type)
+    for shape in SHAPES:
+        for logits_type in LOGITS_TYPES:
+            for index_type in INDEX_TYPES:
+                _time_major(shape, logits_type, index_type)
+                _released(shape, logits_type, index_type)
 
 
 if __name__ == "__main__":

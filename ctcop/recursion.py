@@ -48,7 +48,9 @@ BLOCKS_PER_THREAD = 4
 # 2-core machine at T = 5, C = 11 (docs/design.md), one thread against two: the loss 131 against
 # 161 us at N = 128 (11520 units), 252 against 294 at N = 256, 482 against 472 at N = 512 (46080);
 # the gradient 283 against 302 us at N = 128, 520 against 413 at N = 256.
-PARALLEL_WORK = 1 << 15
+PARALLEL_WORK = 1 << 14
+# A unit of the gradient's work costs about twice one of the loss's: its work is counted twice.
+GRADIENT_WORK = 2
 # The largest thread count accepted: far above any CPU count the core can use, far below what
 # exhausts a process's threads.
 MAX_THREADS = 1024
@@ -177,9 +179,10 @@ def _kernel_arguments(batch: CanonicalBatch, logits: np.ndarray) -> tuple[Any, .
 
 
 def _work(batch: CanonicalBatch) -> int:
-    """An upper bound of the batch's work: N * T * (C + S + 2), S for the longest target."""
-    classes = int(batch.logits.shape[2])
-    return batch.batch_size * batch.num_frames * (classes + 2 * int(batch.targets.shape[1]) + 3)
+    """An upper bound of the batch's work (:func:`ctcop.kernels.work_units`)."""
+    classes, longest = int(batch.logits.shape[2]), int(batch.targets.shape[1])
+    units: int = kernels.work_units(batch.batch_size, batch.num_frames, classes, longest)
+    return units
 
 
 def _losses(batch: CanonicalBatch, dtype: np.dtype) -> np.ndarray:
@@ -224,17 +227,6 @@ def _small(logits: np.ndarray) -> bool:
     return logits.size < PARALLEL_WORK and logits.dtype in _KERNEL_FLOATS and logits.flags.c_contiguous
 
 
-def _scan_buffers(checked: TimeMajorInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Frame counts, targets [N, T], target lengths and fault, as the rule scan writes them."""
-    frames, samples = checked.mask_values.shape
-    return (
-        np.empty(samples, np.int64),
-        np.empty((samples, frames), np.int64),
-        np.empty(samples, np.int64),
-        np.empty(3, np.int64),
-    )
-
-
 def _in_one_call(
     checked: TimeMajorInputs,
     whole: Callable[[CanonicalBatch], _Result],
@@ -247,13 +239,18 @@ def _in_one_call(
     the inputs and attributes, writing ``outputs``): ``computed`` when it computed the batch, else
     ``whole`` of the batch it scanned (a fault raised, or a batch too large to keep on this
     thread)."""
-    lengths, targets, target_lengths, fault = _scan_buffers(checked)
+    lengths, targets, target_lengths, fault = canonical.scan_buffers(checked)
     inputs = (checked.logits, checked.mask_values, checked.label_values, checked.collapse, checked.merge_repeated)
     longest = kernel(*inputs, *settings, lengths, targets, target_lengths, fault, *outputs)
     if longest != kernels.COMPUTED:
         return whole(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
-    get_num_threads()  # read, and checked, whatever the batch
     return computed
+
+
+def _one_call_limit(factor: int) -> int:
+    """The work (counted ``factor`` times) below which the one-call kernels compute a batch on the
+    calling thread: PARALLEL_WORK, or any work when the core runs on one thread."""
+    return PARALLEL_WORK // factor if get_num_threads() > 1 else np.iinfo(np.int64).max
 
 
 def time_major_losses(checked: TimeMajorInputs) -> np.ndarray:
@@ -264,7 +261,7 @@ def time_major_losses(checked: TimeMajorInputs) -> np.ndarray:
     if not _small(logits):
         return losses(canonical.time_major_batch(checked))
     out = np.empty(logits.shape[1], logits.dtype)
-    return _in_one_call(checked, losses, kernels.small_batch_losses, (PARALLEL_WORK,), (out,), out)
+    return _in_one_call(checked, losses, kernels.small_batch_losses, (_one_call_limit(1),), (out,), out)
 
 
 def time_major_losses_and_grad(checked: TimeMajorInputs) -> tuple[np.ndarray, np.ndarray]:
@@ -273,7 +270,7 @@ def time_major_losses_and_grad(checked: TimeMajorInputs) -> tuple[np.ndarray, np
     if not _small(logits):
         return losses_and_grad(canonical.time_major_batch(checked))
     out, grad = np.empty(logits.shape[1], logits.dtype), np.zeros(logits.shape, logits.dtype)
-    settings = (PARALLEL_WORK // 2, SEGMENT_ELEMENTS)  # the gradient's work counted twice
+    settings = (_one_call_limit(GRADIENT_WORK), SEGMENT_ELEMENTS)
     return _in_one_call(
         checked, losses_and_grad, kernels.small_batch_losses_and_grad, settings, (out, grad), (out, grad)
     )
@@ -306,5 +303,5 @@ def log_likelihood_and_grad(batch: CanonicalBatch) -> tuple[FloatArray, np.ndarr
         kernel: Callable[..., None] = kernels.batch_grad
         kernel(*arguments, first, last, out, grad)
 
-    _run_blocks(batch.batch_size, 2 * _work(batch), block)
+    _run_blocks(batch.batch_size, GRADIENT_WORK * _work(batch), block)
     return out, grad if direct else round_once(grad, batch.logits.dtype)

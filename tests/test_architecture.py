@@ -231,3 +231,14 @@ def test_the_package_repeats_declarations_only() -> None:
             share = " and ".join(f"{len(computing)} of {counted}" for computing, counted in sides)
             repeated.append(f"{row} {where}: {share} lines compute")
     assert not repeated, "logic written twice:\n" + "\n".join(repeated)
+
+
+def test_the_kernel_cache_key_covers_every_compiled_module() -> None:
+    """numba's cache of a kernel is keyed by ``logexp.core_digest``: every module of the package
+    that compiles a function must be among the sources it hashes, or editing it would leave stale
+    machine code in the cache."""
+    from ctcop import logexp
+
+    compiling = re.compile(r"^@(compiled|entry|numba\.njit|njit)\b", re.MULTILINE)
+    found = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if compiling.search(path.read_text())}
+    assert found == set(logexp.COMPILED_MODULES)
