@@ -5,8 +5,8 @@ A report is read as typed values (:func:`load`: its rows by :func:`.result.from_
 their messages); anything that is not a ``ctcop conformance --json`` report of schema
 :data:`.report.SCHEMA` is a :class:`ReportError` of one line. Reports of different selections
 (``--select`` patterns, ``--shard``, the runtimes that ran a sample of the cases and its rule:
-:mod:`.sampling`) are a :class:`SelectionError` unless the comparison is asked to keep to the cases
-both hold (for a runtime sampled in either report, the cases it ran in both).
+:func:`.sampling.recorded`) are a :class:`SelectionError` unless the comparison is asked to keep to
+the cases both hold (for a runtime sampled in either report, the cases it ran in both).
 
 A result fails the run unless :func:`.report.accepted` (pass, skip, xfail, the xpass of a
 registered defect): the rule of ``ctcop conformance``'s exit code. For a runtime and a case in both
@@ -40,6 +40,7 @@ from .classes import UNCLASSIFIED, Facts, classify, facts
 from .registry import NAME
 from .report import SCHEMA, accepted, read
 from .result import Result, from_dict
+from .sampling import recorded
 
 if TYPE_CHECKING:
     from .case import Case
@@ -77,25 +78,26 @@ class SelectionError(ValueError):
 @dataclass(frozen=True)
 class Selection:
     """The cases a run chose: its ``--select`` patterns (sorted; none: all but scale), its shard,
-    and the runtimes that ran a sample of them (``"NAME: RULE"``, sorted)."""
+    and the runtimes that ran a sample of them with the rule of each (name, rule: sorted by name)."""
 
     patterns: tuple[str, ...]
     shard: str | None
-    sampled: tuple[str, ...] = ()
+    sampled: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         chosen = ", ".join(self.patterns) or "all but scale"
         chosen = chosen if self.shard is None else f"{chosen}, shard {self.shard}"
-        return chosen if not self.sampled else f"{chosen}, sampled {', '.join(self.sampled)}"
+        rules = ", ".join(f"{name}: {rule}" for name, rule in self.sampled)
+        return chosen if not self.sampled else f"{chosen}, sampled {rules}"
 
     def as_dict(self) -> dict[str, Any]:
-        """``{"patterns", "shard"}``, and ``"sampled"`` when runtimes ran a sample."""
+        """``{"patterns", "shard"}``, and ``"sampled"`` {runtime: rule} when runtimes ran a sample."""
         shown: dict[str, Any] = {"patterns": list(self.patterns), "shard": self.shard}
-        return {**shown, "sampled": list(self.sampled)} if self.sampled else shown
+        return {**shown, "sampled": dict(self.sampled)} if self.sampled else shown
 
     @property
     def sampled_runtimes(self) -> set[str]:
-        return {entry.split(": ", 1)[0] for entry in self.sampled}
+        return {name for name, _ in self.sampled}
 
 
 @dataclass(frozen=True)
@@ -217,12 +219,11 @@ def _selection(document: Mapping[str, Any]) -> Selection:
     shard = document["selection"].get("shard")
     if not isinstance(shard, (str, type(None))):
         raise ReportError("selection.shard is not K/N or null")
-    sampled = document["selection"].get("sampled") or {}
-    if not isinstance(sampled, dict) or not all(
-        isinstance(part, dict) and isinstance(part.get("rule"), str) for part in sampled.values()
-    ):
-        raise ReportError("selection.sampled is not runtime -> {rule, cases, not_run}")
-    rules = tuple(sorted(f"{name}: {part['rule']}" for name, part in sampled.items()))
+    try:
+        sampled = recorded(document)
+    except ValueError as error:
+        raise ReportError(str(error)) from None
+    rules = tuple(sorted((name, part.rule) for name, part in sampled.items()))
     return Selection(tuple(sorted(set(patterns))), shard, rules)
 
 

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from .result import REPORTED, STATUSES, Result, from_dict, to_dict
+from .sampling import recorded
 from .shard import MergeError, check
 
 SCHEMA = "ctcop-conformance-2"
@@ -189,10 +190,10 @@ def _merged_samples(documents: Sequence[dict[str, Any]]) -> dict[str, dict[str, 
     (:func:`.shard.check` has seen that every report samples the same runtimes by the same rule)."""
     merged: dict[str, dict[str, Any]] = {}
     for document in documents:
-        for name, part in (document["selection"].get("sampled") or {}).items():
-            total = merged.setdefault(name, {"rule": part["rule"], "cases": 0, "not_run": 0})
-            total["cases"] += part["cases"]
-            total["not_run"] += part["not_run"]
+        for name, part in recorded(document).items():
+            total = merged.setdefault(name, {"rule": part.rule, "cases": 0, "not_run": 0})
+            total["cases"] += part.cases
+            total["not_run"] += part.not_run
     return merged
 
 

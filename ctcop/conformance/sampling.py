@@ -4,28 +4,34 @@ A runtime whose ``sampled`` attribute is true (the peers whose evaluations cost 
 OpenVINO's native kernel, whose registered crashes each cost a worker) runs, in the default run
 (no ``--select``, no ``--runtimes``, no ``--all-cases``), the :data:`RULE` sample of the selected
 cases instead of all of them: one case of each case family (:func:`family`: the id without its
-element types; the family's case of the first type of :data:`PREFERRED`), and, for each registered
-defect that lists cases of the runtime, the smallest of them (fewest logits, then id), so that
-every registered defect the runtime has stays measured on its smallest case. The sample is drawn
+element types; the family's case of the types earliest in :data:`ELEMENT_TYPES`), and, for each
+registered defect that lists cases of the runtime, the smallest of them (fewest logits, then id),
+so that every registered defect the runtime has stays measured on its smallest case. The sample is drawn
 from the whole selection, before ``--shard``, so shards merge into the unsharded report. The
 report records the runtimes sampled, the rule and how many cases each ran and left out
-(``selection.sampled``); every case a runtime runs is judged as in a run of every case.
+(``selection.sampled``: :func:`recorded` reads it); every case a runtime runs is judged as in a run
+of every case.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..text import one_line
 from .case import FLOAT_TYPES
 from .classes import elements
+from .registry import NAME
 
 if TYPE_CHECKING:
     from ..defects import Defect
     from .case import Case
 
-ELEMENT_TYPES = (*FLOAT_TYPES, "int32", "int64")  # the id parts a family leaves out
-PREFERRED = ("float32", "float64", "float16", "bfloat16", "int64", "int32")  # a family's representative
+# The id parts a family leaves out, in the order its representative prefers them: float32, float64,
+# the other floats of the corpus, then the index types.
+_FIRST = ("float32", "float64")
+ELEMENT_TYPES = (*_FIRST, *(kind for kind in FLOAT_TYPES if kind not in _FIRST), "int64", "int32")
 RULE = "one case per family (float32 first) and the smallest case of each registered defect"
 
 
@@ -45,11 +51,11 @@ def is_sampled(runtime: Any) -> bool:
 
 def _preference(case_id: str) -> tuple[tuple[int, ...], str]:
     kinds = case_id[len(family(case_id)) :].split("/")[1:]
-    return tuple(PREFERRED.index(kind) for kind in kinds), case_id
+    return tuple(ELEMENT_TYPES.index(kind) for kind in kinds), case_id
 
 
 def representatives(case_ids: Iterable[str]) -> set[str]:
-    """One case id per family: its element types first in :data:`PREFERRED`, then the id."""
+    """One case id per family: its element types earliest in :data:`ELEMENT_TYPES`, then the id."""
     chosen: dict[str, str] = {}
     for case_id in case_ids:
         name = family(case_id)
@@ -68,7 +74,56 @@ def smallest_listed(runtime: str, defects: Sequence[Defect], sizes: Mapping[str,
     return found
 
 
+def samples(cases: Sequence[Case], runtimes: Iterable[str], defects: Sequence[Defect]) -> dict[str, set[str]]:
+    """The ids of :data:`RULE`'s sample of ``cases`` for each of ``runtimes``: the representatives of
+    the families, the same for every runtime, and each runtime's smallest case of each defect."""
+    names = list(runtimes)
+    if not names:
+        return {}
+    sizes = {case.id: elements(case) for case in cases}
+    shared = representatives(sizes)
+    return {name: shared | smallest_listed(name, defects, sizes) for name in names}
+
+
 def sample(cases: Sequence[Case], runtime: str, defects: Sequence[Defect]) -> set[str]:
     """The ids of :data:`RULE`'s sample of ``cases`` for ``runtime``."""
-    sizes = {case.id: elements(case) for case in cases}
-    return representatives(sizes) | smallest_listed(runtime, defects, sizes)
+    return samples(cases, [runtime], defects)[runtime]
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """A runtime's entry of a report's ``selection.sampled``: the rule, the cases it ran and the
+    cases it did not run."""
+
+    rule: str
+    cases: int
+    not_run: int
+
+
+def _sampled(name: str, part: Any) -> Sampled:
+    """Runtime ``name``'s entry of ``selection.sampled`` (:func:`recorded`)."""
+    if not NAME.fullmatch(name):
+        raise ValueError(f"selection.sampled names {one_line(repr(name), 80)}, which is not a runtime's name")
+    entry = part if isinstance(part, dict) else {}
+    rule = entry.get("rule")
+    counts = [n for n in (entry.get("cases"), entry.get("not_run")) if type(n) is int and n >= 0]
+    if not (isinstance(rule, str) and rule.isprintable() and len(counts) == 2):
+        raise ValueError(f"selection.sampled.{name} is not {{rule (printable text), cases, not_run (counts)}}")
+    return Sampled(rule, *counts)
+
+
+def recorded(document: Mapping[str, Any]) -> dict[str, Sampled]:
+    """The runtimes that ran a sample of the cases and their :class:`Sampled` entries, as the
+    report ``document`` records them (``selection.sampled``; none where it is absent or null);
+    ValueError, one line, where it is not runtime -> {rule, cases, not_run} (spec 10). A report is
+    untrusted input: ``ctcop conformance-merge`` and ``ctcop conformance-diff`` read it through this."""
+    selection = document.get("selection")
+    if not isinstance(selection, dict):
+        raise ValueError("selection is not an object")
+    sampled = selection.get("sampled")
+    if sampled is None:
+        return {}
+    if not isinstance(sampled, dict):
+        found = type(sampled).__name__
+        raise ValueError(f"selection.sampled is a JSON {found}, not runtime -> {{rule, cases, not_run}}")
+    return {name: _sampled(name, part) for name, part in sampled.items()}

@@ -5,19 +5,21 @@ that needs nothing but the ids, so N machines with the same corpus and options r
 whose union is the unsharded run. :func:`merge` joins the ``--json`` reports of shards into one
 report equal (results, summary) to the unsharded run's; it refuses reports of another schema, of
 other library versions or instruction sets (OpenVINO's float64 results depend on it, spec 12.2),
-of other runtimes or selections (the runtimes sampled and their rules too), shards given twice or
-not K/N, and results that are not rows of a report (files that are not strict JSON, ``NaN`` or an
-overflowing number included, are refused when read: :func:`ctcop.conformance.report.read`). A
-missing shard leaves the merged report ``complete: false``.
+of other runtimes or selections (the runtimes sampled and their rules too, read by
+:func:`.sampling.recorded`), shards given twice or not K/N, and results that are not rows of a
+report (files that are not strict JSON, ``NaN`` or an overflowing number included, are refused
+when read: :func:`ctcop.conformance.report.read`). A missing shard leaves the merged report
+``complete: false``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .registry import NAME
+from .sampling import recorded
 
 T = TypeVar("T")
 _SHARD = re.compile(r"([1-9][0-9]{0,5})/([1-9][0-9]{0,5})")
@@ -45,11 +47,12 @@ class MergeError(ValueError):
     """Reports that cannot be merged (one line)."""
 
 
-def _same(documents: Sequence[dict[str, Any]], paths: Sequence[str], what: str, get: Any) -> None:
-    first = get(documents[0])
-    for document, path in zip(documents[1:], paths[1:], strict=True):
-        if get(document) != first:
-            raise MergeError(f"{path}: {what} differ from {paths[0]}'s: {get(document)} vs {first}")
+def _same(items: Sequence[T], paths: Sequence[str], what: str, get: Callable[[T], object]) -> None:
+    """MergeError where ``get`` of an item (a report, or what was read of it) differs from the first's."""
+    first = get(items[0])
+    for item, path in zip(items[1:], paths[1:], strict=True):
+        if get(item) != first:
+            raise MergeError(f"{path}: {what} differ from {paths[0]}'s: {get(item)} vs {first}")
 
 
 def _shards(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> tuple[list[str], int | None]:
@@ -94,23 +97,15 @@ def _check_runtimes(runtimes: Any, path: str) -> None:
             )
 
 
-def _sample_rules(document: dict[str, Any]) -> dict[str, Any]:
-    """The runtimes a report samples and their rules (``selection.sampled``; none in a report
-    where every runtime ran every case)."""
-    sampled = document["selection"].get("sampled") or {}
-    return {name: part.get("rule") for name, part in sampled.items()} if isinstance(sampled, dict) else sampled
-
-
-def _check_samples(sampled: Any, path: str) -> None:
-    """``selection.sampled`` as the suite writes it: runtime -> {rule (text), cases, not_run (counts)}."""
-    fine = isinstance(sampled, dict) and all(
-        isinstance(part, dict)
-        and isinstance(part.get("rule"), str)
-        and all(type(part.get(key)) is int and part[key] >= 0 for key in ("cases", "not_run"))
-        for part in sampled.values()
-    )
-    if sampled is not None and not fine:
-        raise MergeError(f"{path}: selection.sampled is not runtime -> {{rule, cases, not_run}}")
+def _sample_rules(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> list[dict[str, str]]:
+    """Each report's sampled runtimes and their rules (:func:`.sampling.recorded`: checked first)."""
+    rules = []
+    for document, path in zip(documents, paths, strict=True):
+        try:
+            rules.append({name: part.rule for name, part in recorded(document).items()})
+        except ValueError as error:
+            raise MergeError(f"{path}: {error}") from None
+    return rules
 
 
 def check(documents: Sequence[dict[str, Any]], paths: Sequence[str], schema: str) -> tuple[list[str], int]:
@@ -119,15 +114,14 @@ def check(documents: Sequence[dict[str, Any]], paths: Sequence[str], schema: str
         if not isinstance(document, dict) or document.get("schema") != schema:
             found = document.get("schema") if isinstance(document, dict) else type(document).__name__
             raise MergeError(f"{path}: schema {found!r}, expected {schema!r}")
+    rules = _sample_rules(documents, paths)
     _same(documents, paths, "library versions", lambda d: d["versions"])
     _same(documents, paths, "instruction sets", lambda d: d["machine"].get("isa"))
     for document, path in zip(documents, paths, strict=True):
         _check_runtimes(document.get("runtimes"), path)
     _same(documents, paths, "runtimes", lambda d: d["runtimes"])
     _same(documents, paths, "selections", lambda d: d["selection"].get("patterns"))
-    _same(documents, paths, "sampled runtimes", _sample_rules)
-    for document, path in zip(documents, paths, strict=True):
-        _check_samples(document["selection"].get("sampled"), path)
+    _same(rules, paths, "sampled runtimes", lambda found: found)
     shards, n = _shards(documents, paths)
     assert n is not None
     return shards, n

@@ -82,30 +82,20 @@ def choose(entries: Sequence[registry.Entry], names: Sequence[str] | None) -> li
     return [known[name] for name in dict.fromkeys(names)]
 
 
-def _chosen(patterns: Sequence[str], root: str | None = None) -> list[Case]:
-    """The cases of ``patterns`` (tags or globs; none: all but scale)."""
+def select_cases(patterns: Sequence[str], shard_spec: tuple[int, int] | None, root: str | None = None) -> list[Any]:
+    """The cases of ``patterns`` (tags or globs; none: all but scale), then of the shard."""
     chosen = corpus.select(corpus.load_all(root), list(patterns) or None)
     if not chosen:
         raise PlanError("select", f"{', '.join(patterns) or 'the default selection'} matches no case of the corpus")
-    return chosen
-
-
-def select_cases(patterns: Sequence[str], shard_spec: tuple[int, int] | None, root: str | None = None) -> list[Any]:
-    """The cases of ``patterns`` (tags or globs; none: all but scale), then of the shard."""
-    chosen = _chosen(patterns, root)
     return shard.select(chosen, [case.id for case in chosen], shard_spec)
 
 
 def _samples(listed: Sequence[registry.Entry], chosen: Sequence[Case], cases: Sequence[Case]) -> dict[str, set[str]]:
     """The ids of ``cases`` (a shard of ``chosen``) that each sampled runtime of ``listed`` runs:
-    :func:`.sampling.sample` of the whole selection ``chosen``, so that shards merge."""
-    known_defects = defects.registry().defects
+    :func:`.sampling.samples` of the whole selection ``chosen``, so that shards merge."""
+    names = [entry.name for entry in listed if entry.available is None and sampling.is_sampled(entry.runtime)]
     ids = {case.id for case in cases}
-    return {
-        entry.name: sampling.sample(chosen, entry.name, known_defects) & ids
-        for entry in listed
-        if entry.available is None and sampling.is_sampled(entry.runtime)
-    }
+    return {name: sample & ids for name, sample in sampling.samples(chosen, names, defects.registry().defects).items()}
 
 
 def make_plan(
@@ -126,10 +116,10 @@ def make_plan(
     except registry.RegistryError as error:
         raise PlanError("runtime_module", str(error)) from None
     listed = choose(entries, names)
-    chosen = _chosen(patterns)
-    cases = shard.select(chosen, [case.id for case in chosen], shard_spec)
+    whole = select_cases(patterns, None)
+    cases = shard.select(whole, [case.id for case in whole], shard_spec)
     applied = known.default() if known_defects else None
-    sampled = _samples(listed, chosen, cases) if sample else {}
+    sampled = _samples(listed, whole, cases) if sample else {}
     return Plan(listed, cases, list(patterns), shard_spec, list(expected_failures), applied, list(modules), sampled)
 
 
