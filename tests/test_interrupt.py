@@ -244,9 +244,54 @@ compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
 values = (ctypes.c_int * 2)(2, 1)
 with signals.interruptible():
     ctypes.CDLL(None).qsort(values, 2, ctypes.sizeof(ctypes.c_int), compare)
-    print("after the callback:", signals.interruption(None))
+    try:
+        signals.raise_dropped()
+    except signals.Interrupted as interrupted:
+        print("after the callback:", interrupted.name)
 """
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Exception ignored on calling ctypes callback function" in done.stderr
     assert done.stdout == "after the callback: SIGTERM\n"
+
+
+# ``ctcop`` with a ctypes callback that sends SIGTERM (its exception dropped, as llvmlite's while
+# numba compiles) once the function named by argv[1] has returned: the measuring or the table.
+DROPPED_AFTER = """
+import ctypes, os, signal, sys
+
+from ctcop import cli
+from ctcop.cli import conformance
+from ctcop.conformance import suite
+
+
+def dropping(function):
+    def call(*args):
+        done = function(*args)
+        compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
+            lambda a, b: os.kill(os.getpid(), signal.SIGTERM) or 0)
+        ctypes.CDLL(None).qsort((ctypes.c_int * 2)(2, 1), 2, ctypes.sizeof(ctypes.c_int), compare)
+        return done
+
+    return call
+
+
+module = {"run": suite, "show": conformance}[sys.argv[1]]
+setattr(module, sys.argv[1], dropping(getattr(module, sys.argv[1])))
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(("after", "kind", "complete"), [("run", "partial report", False), ("show", "report", True)])
+def test_conformance_ends_interrupted_by_a_signal_a_callback_dropped(tmp_path, after: str, kind: str, complete: bool):
+    report = tmp_path / "out.json"
+    args = ["conformance", "--runtimes", "reference", "--select", "spec/hand_worked/float32", "--json", str(report)]
+    done = subprocess.run(
+        [sys.executable, "-c", DROPPED_AFTER, after, *args], capture_output=True, text=True, timeout=HANG_S
+    )
+    assert done.returncode == 143, done.stderr
+    assert "Exception ignored on calling ctypes callback function" in done.stderr
+    assert done.stderr.endswith(f"ctcop: interrupted by SIGTERM; {kind} in {report}\n"), done.stderr
+    document = json.loads(report.read_text())
+    assert document["complete"] is complete and document["interrupted_by"] == (None if complete else "SIGTERM")
+    assert document["summary"]["reference"]["pass"] == len(document["results"]) == 1

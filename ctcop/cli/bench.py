@@ -12,7 +12,7 @@ from ..errors import InvalidInputError
 from ..exit_codes import ExitCode
 from ..files import checked_output, write_atomically
 from . import arguments
-from .signals import Interrupted, interruption
+from .signals import Interrupted, interruption, raise_dropped
 
 if TYPE_CHECKING:
     from ..bench.results import Settings
@@ -115,13 +115,13 @@ def run(args: argparse.Namespace) -> int:
     interrupted: Interrupted | None = None
     try:
         bench_run.run(settings, found, lambda what: (bar.set_description_str(what, refresh=False), bar.update()))
+        raise_dropped()
     except BaseException as error:
         interrupted = interruption(error)
         if interrupted is None:
             raise
     finally:
         bar.close()
-    interrupted = interrupted or interruption(None)
     if interrupted is not None:
         found.interrupted_by = interrupted.name
     print("\n".join(table.body(found)))

@@ -16,7 +16,7 @@ from ..exit_codes import ExitCode
 from ..files import checked_input_file, checked_output, checked_output_folder, write_atomically
 from . import arguments
 from .output import one_line, show
-from .signals import Interrupted, interruption
+from .signals import Interrupted, interruption, raise_dropped
 
 if TYPE_CHECKING:
     from ..conformance.case import Case
@@ -221,7 +221,7 @@ def print_report(
     names = [runtime["name"] for runtime in runtimes]
     lines = [head, *report.format_sampled(sampled or {}), "", *report.format_table(runtimes, results)]
     lines += report.format_problems(results, names, 5 if details is None else details)
-    sizes = {case_id: classes.facts(case).elements for case_id, case in cases.items()}
+    sizes = {case_id: classes.elements(case) for case_id, case in cases.items()}
     lines += known.format_groups(known.group(results, sizes))
     lines += classes.format_classes(classes.group(results, cases))
     show(*lines)
@@ -303,6 +303,7 @@ def _measured(plan: Plan, settings: Settings, results: list[Result]) -> Interrup
     progress = report.Progress(sum(plan.runs(name) for name in plan.runnable))
     try:
         suite.run(plan, settings, results, progress.step)
+        raise_dropped()
     except BaseException as error:
         interrupted = interruption(error)
         if interrupted is None:
@@ -311,7 +312,7 @@ def _measured(plan: Plan, settings: Settings, results: list[Result]) -> Interrup
         return interrupted
     finally:
         progress.close()
-    return interruption(None)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -348,13 +349,12 @@ def run(args: argparse.Namespace) -> int:
         written = True
         head = _head(args, plan, settings)
         print_report(runtimes, results, {case.id: case for case in plan.cases}, head, args.details, plan.samples())
+        raise_dropped()
     except BaseException as error:
         if interrupted is None and (interrupted := interruption(error)) is not None:
             interrupted.finished = written
         if interrupted is None:
             raise
-    if interrupted is None and (interrupted := interruption(None)) is not None:
-        interrupted.finished = written  # its exception dropped by a library's callback
     if interrupted is not None:
         interrupted.report = args.json if written else None
         raise interrupted

@@ -15,7 +15,7 @@ from ..text import printable
 from . import arguments
 from .models import model_files
 from .output import show
-from .signals import interruption
+from .signals import interruption, raise_dropped
 
 if TYPE_CHECKING:
     from ..layers.find import Layer
@@ -133,8 +133,7 @@ def run(args: argparse.Namespace) -> int:
     evaluation = _Evaluation(args.model, args.runtime or "", args.device or "CPU")
     try:
         _evaluate(args, evaluation)
-        if (dropped := interruption(None)) is not None:
-            raise dropped
+        raise_dropped()
     except BaseException as error:
         interrupted = interruption(error)
         if interrupted is None:

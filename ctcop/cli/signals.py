@@ -33,15 +33,22 @@ def _on_signal(signum: int, _: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
-def interruption(error: BaseException | None) -> Interrupted | None:
+def interruption(error: BaseException) -> Interrupted | None:
     """The interruption behind ``error``: itself, or the signal received when a library turned the
     exception raised in its callback into its own (OpenVINO wraps it in a RuntimeError, which
-    ctcop may have turned into an InvalidInputError) or dropped it (``error`` None, asked after
-    the work returned: an exception raised in a ctypes callback, such as llvmlite's while numba
-    compiles, is printed and lost); None when there was no signal."""
+    ctcop may have turned into an InvalidInputError); None when there was no signal."""
     if isinstance(error, Interrupted):
         return error
     return Interrupted(_RECEIVED[0]) if _RECEIVED else None
+
+
+def raise_dropped() -> None:
+    """Raise the :class:`Interrupted` of the signal received, if one was: called once a command's
+    work has returned, it ends as interrupted when a library dropped the exception the signal
+    raised in its callback (an exception raised in a ctypes callback, such as llvmlite's while
+    numba compiles, is printed and lost)."""
+    if _RECEIVED:
+        raise Interrupted(_RECEIVED[0])
 
 
 @contextlib.contextmanager

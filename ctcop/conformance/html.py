@@ -249,7 +249,7 @@ def page(document: Mapping[str, Any], results: Sequence[Result], cases: Mapping[
     ``versions``, ``machine``, ``complete``, ``interrupted_by``; its rows are ``results``);
     ``cases`` are the corpus's, by id (the sizes and facts of the smallest cases)."""
     ran = [r["name"] for r in document["runtimes"] if r["available"]]
-    sizes = {case_id: classes.facts(case).elements for case_id, case in cases.items()}
+    sizes = {case_id: classes.elements(case) for case_id, case in cases.items()}
     parts = [
         _head(document, results),
         _selection(document["selection"]),
