@@ -15,10 +15,13 @@ pools (TensorFlow, JAX, PyTorch) cannot fork safely. A caller that starts many w
 them from a :class:`ForkServer` instead: a spawned interpreter that has imported only what is safe
 to fork (numpy, ctcop's own modules) and forks each worker from itself, so that a worker does not
 import those again. Such a worker is the same worker: a session and process group of its own, the
-caller's environment and ``sys.path``, /dev/null for its streams, killed with its group and reaped
-(the server keeps it unreaped until the caller asks, so its pid is not reused before), and it dies
-with the server. The conformance runner's workers (spec 10), ``ctcop eval``'s (spec 13) and the
-peak-memory probes (:mod:`ctcop.memory_probe`) are such workers. Core module: standard library only.
+server's environment (given once, when the server starts) and the caller's ``sys.path``, /dev/null
+for its streams, killed with its group and reaped (the server keeps it unreaped until the caller
+asks, so its pid is not reused before). Closing the server kills its workers with their groups; a
+server that dies otherwise takes its workers with it on Linux (the parent-death signal), not what
+they started. The conformance runner's workers (spec 10) are forked; ``ctcop eval``'s (spec 13)
+and the peak-memory probes (:mod:`ctcop.memory_probe`) are spawned. Core module: standard library
+only.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ _BOOT = (
     f"import json, os, sys; sys.path[:] = json.loads(os.environ.pop({PATH_VARIABLE!r})); "
     "from ctcop.isolated import {}; {}(*sys.argv[1:])"
 )
-_MESSAGE = 1 << 20  # the most a fork server's request or reply may hold (an environment, a target)
+_MESSAGE = 1 << 16  # the most a fork server's order or reply may hold (a target), well within a socket's buffer
 Stream = int | IO[Any] | None  # what subprocess.Popen takes for stdin, stdout and stderr
 
 
@@ -60,6 +63,13 @@ class Lost(Exception):
     def __init__(self, how: str, timed_out: bool = False) -> None:
         super().__init__(how)
         self.how, self.timed_out = how, timed_out
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL to the process group that ``pid`` leads and to ``pid`` itself (it may not lead one yet)."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
 
 
 def death(returncode: int) -> str:
@@ -124,10 +134,12 @@ def _forked(sock: socket.socket, order: Mapping[str, Any], fds: Sequence[int]) -
 
 def fork_server(channel: str, preload: str) -> None:
     """The fork server (started by :class:`ForkServer`): import the modules of ``preload`` (JSON),
-    then answer each order read from the socket ``channel``: ``start`` (fork a worker over the two
-    pipe ends sent with it: its pid), ``poll`` or ``wait`` (its return code: null while it runs).
-    Ends when the caller's end of the socket closes."""
+    then answer each order read from the socket ``channel``: ``start`` (fork a worker running its
+    ``target`` over the two pipe ends sent with it, in the environment the server started with:
+    its pid), ``poll`` or ``wait`` (its return code: null while it runs). Ends when the caller's end
+    of the socket closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    environment = dict(os.environ)  # the workers' (a preloaded module may change the server's own)
     for module in json.loads(preload):
         importlib.import_module(module)
     sock = socket.socket(fileno=int(channel))
@@ -140,7 +152,7 @@ def fork_server(channel: str, preload: str) -> None:
         if order["op"] == "start":
             pid = os.fork()
             if pid == 0:
-                _forked(sock, {**order, "server": server}, fds)
+                _forked(sock, {**order, "server": server, "env": environment}, fds)
             for fd in fds:
                 os.close(fd)
             reply: dict[str, Any] = {"pid": pid}
@@ -161,18 +173,21 @@ def _readable(fd: int, timeout_s: float | None) -> bool:
 
 class ForkServer:
     """A spawned interpreter that has imported ``preload`` and forks workers from itself (module
-    docstring): pass it to :class:`Worker`. A server that died (something killed it) is replaced
-    by a fresh one at the next start; :meth:`close` ends it."""
+    docstring) in the environment ``env`` (None: this process's when the server starts): pass it
+    to :class:`Worker`. A server that died (something killed it) is replaced by a fresh one at the
+    next start; :meth:`close` ends it and its workers."""
 
-    def __init__(self, preload: Sequence[str]) -> None:
+    def __init__(self, preload: Sequence[str], env: Mapping[str, str] | None = None) -> None:
         self.preload = list(preload)
+        self.env = None if env is None else dict(env)
         self.process: subprocess.Popen[bytes] | None = None
+        self._held: set[int] = set()  # the workers it forked and has not reaped (their pids are theirs)
 
-    def _started(self) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    def _started(self) -> subprocess.Popen[bytes]:
         if self.process is None or self.process.poll() is not None:
             self.close()
             mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            environment = {**os.environ, PATH_VARIABLE: json.dumps(sys.path)}
+            environment = {**(os.environ if self.env is None else self.env), PATH_VARIABLE: json.dumps(sys.path)}
             boot = _BOOT.format("fork_server", "fork_server")
             try:
                 self.process = subprocess.Popen(
@@ -190,31 +205,42 @@ class ForkServer:
             finally:
                 theirs.close()
             self._socket = mine
-        return self.process, self._socket
+        return self.process
 
-    def _ask(self, process: subprocess.Popen[bytes], order: Mapping[str, Any], fds: Sequence[int] = ()) -> Any:
-        sock = self._socket
+    def _ask(self, order: Mapping[str, Any], fds: Sequence[int] = ()) -> Any:
+        """The running server's reply to ``order``. An exchange cut short (the server gone, an
+        interruption between the order and its reply) ends the server, so that no reply is left
+        for a later order to read: :class:`Lost` when the server was gone."""
+        message = json.dumps(order).encode()
+        if len(message) > _MESSAGE:
+            raise ValueError(f"a fork server's order holds at most {_MESSAGE} bytes, not {len(message)}")
         try:
-            socket.send_fds(sock, [json.dumps(order).encode()], list(fds))
-            reply = sock.recv(_MESSAGE)
-        except OSError:
-            reply = b""
-        if not reply:
-            raise Lost(f"its fork server {death(process.wait())}")
-        return json.loads(reply)
+            try:
+                socket.send_fds(self._socket, [message], list(fds))
+                reply = self._socket.recv(_MESSAGE)
+            except OSError:  # the server is gone
+                reply = b""
+            if not reply:
+                raise Lost(f"its fork server {death(self._end())}")
+            return json.loads(reply)
+        except BaseException:
+            self.close()
+            raise
 
-    def start(self, target: str, fds: tuple[int, int], env: Mapping[str, str]) -> Forked:
-        """A worker running ``target`` over the pipe ends ``fds`` (requests, answers) with ``env``;
-        a server found dead is replaced and asked again, once."""
-        order = {"op": "start", "target": target, "env": dict(env)}
+    def start(self, target: str, fds: tuple[int, int]) -> Forked:
+        """A worker running ``target`` over the pipe ends ``fds`` (requests, answers); a server
+        found dead is replaced and asked again, once."""
+        order = {"op": "start", "target": target}
         try:
             return self._fork(order, fds)
         except Lost:
             return self._fork(order, fds)
 
     def _fork(self, order: Mapping[str, Any], fds: Sequence[int]) -> Forked:
-        server, _ = self._started()
-        return Forked(self, server, self._ask(server, order, fds)["pid"])
+        server = self._started()
+        pid: int = self._ask(order, fds)["pid"]
+        self._held.add(pid)
+        return Forked(self, server, pid)
 
     def returncode(self, server: subprocess.Popen[bytes], pid: int, wait: bool) -> int | None:
         """The return code of the worker ``pid`` that ``server`` forked (None while it runs);
@@ -222,20 +248,28 @@ class ForkServer:
         if server is not self.process or server.poll() is not None:
             return -signal.SIGKILL
         try:
-            code: int | None = self._ask(server, {"op": "wait" if wait else "poll", "pid": pid})["returncode"]
+            code: int | None = self._ask({"op": "wait" if wait else "poll", "pid": pid})["returncode"]
         except Lost:
             return -signal.SIGKILL
+        if code is not None:
+            self._held.discard(pid)
         return code
 
     def close(self) -> None:
-        """End the server (its workers die with it) and reap it."""
+        """End the server: kill its workers with their process groups, then the server, and reap it."""
         if self.process is not None:
-            self._socket.close()
-            for kill in (os.killpg, os.kill):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    kill(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-            self.process = None
+            self._end()
+
+    def _end(self) -> int:
+        """:meth:`close`, saying how the server ended (its return code)."""
+        assert self.process is not None
+        process, self.process = self.process, None
+        self._socket.close()
+        if process.poll() is None:  # unreaped, as are the workers it holds: their pids are theirs
+            for pid in (*self._held, process.pid):
+                _kill(pid)
+        self._held.clear()
+        return process.wait()
 
 
 class Forked:
@@ -265,8 +299,9 @@ class Forked:
 
 class Worker:
     """``target`` (``package.module:function``) serving requests in a fresh process (module
-    docstring), or in a process that ``server`` forks (then its streams are /dev/null); ``env``
-    replaces the environment. Ends (:meth:`end`) when its ``with`` block does."""
+    docstring), or in a process that ``server`` forks (then its streams are /dev/null and its
+    environment is the server's); ``env`` replaces the environment of a spawned one. Ends
+    (:meth:`end`) when its ``with`` block does."""
 
     def __init__(
         self,
@@ -277,16 +312,16 @@ class Worker:
         env: Mapping[str, str] | None = None,
         server: ForkServer | None = None,
     ) -> None:
+        if server is not None and (env is not None or not stdin == stdout == stderr == subprocess.DEVNULL):
+            raise ValueError("a forked worker's streams are /dev/null and its environment is its server's")
         requests, self._requests = os.pipe()
         self._answers, answers = os.pipe()
-        environment = {**(os.environ if env is None else env), PATH_VARIABLE: json.dumps(sys.path)}
         self.process: subprocess.Popen[bytes] | Forked
         try:
             if server is not None:
-                assert stdin == stdout == stderr == subprocess.DEVNULL, "a forked worker's streams are /dev/null"
-                environment.pop(PATH_VARIABLE)
-                self.process = server.start(target, (requests, answers), environment)
+                self.process = server.start(target, (requests, answers))
             else:
+                environment = {**(os.environ if env is None else env), PATH_VARIABLE: json.dumps(sys.path)}
                 self.process = subprocess.Popen(
                     [sys.executable, "-c", _BOOT.format("serve", "serve"), target, str(requests), str(answers)],
                     stdin=stdin,
@@ -383,9 +418,7 @@ class Worker:
         its group's id) cannot have been reused."""
         if self.ended is None:
             if not isinstance(self.process, Forked) or self.process.held:
-                for kill in (os.killpg, os.kill):
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        kill(self.pid, signal.SIGKILL)
+                _kill(self.pid)
             self.ended = death(self.process.wait())
             for fd in (self._requests, self._answers):
                 with contextlib.suppress(OSError):

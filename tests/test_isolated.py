@@ -1,14 +1,17 @@
 """Crash-isolated workers (:mod:`ctcop.isolated`): answers and errors as JSON lines, how a worker
 ended, the timeout, SIGINT ignored, its own process group and streams, and nothing it started
-outliving it, for spawned workers and workers a fork server forks alike. The workers run the
-functions of this module."""
+outliving it, for spawned workers and workers a fork server forks alike; a fork server's
+environment however large, and an exchange with it cut short. The workers run the functions of
+this module."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ctcop import isolated
 from ctcop.isolated import Failed, ForkServer, Lost, Worker, call
 
 HERE = __name__
@@ -138,14 +142,82 @@ def test_the_worker_has_its_own_process_group_the_callers_streams_and_path(tmp_p
     assert out.read_text() == "printed\n"
 
 
-def test_a_forked_worker_has_its_own_process_group_the_given_environment_and_the_callers_path(
-    server: ForkServer,
-) -> None:
-    env = {**os.environ, "CTCOP_TEST_VARIABLE": "given"}
-    got = call(f"{HERE}:environment", "CTCOP_TEST_VARIABLE", 60, env=env, server=server)
-    assert got["variable"] == "given" and "CTCOP_TEST_VARIABLE" not in os.environ
-    assert got["group"] == got["pid"] != os.getpgid(0) != server.process.pid  # type: ignore[union-attr]
-    assert got["path"] == sys.path
+def test_a_forked_worker_has_its_own_process_group_the_given_environment_and_the_callers_path() -> None:
+    forks = ForkServer(["numpy"], {**os.environ, "CTCOP_TEST_VARIABLE": "given"})
+    try:
+        got = call(f"{HERE}:environment", "CTCOP_TEST_VARIABLE", 60, server=forks)
+        assert forks.process is not None
+        assert got["variable"] == "given" and "CTCOP_TEST_VARIABLE" not in os.environ
+        assert got["group"] == got["pid"]
+        assert got["group"] not in (os.getpgid(0), forks.process.pid, os.getpgid(forks.process.pid))
+        assert got["path"] == sys.path
+    finally:
+        forks.close()
+
+
+def test_a_forked_worker_takes_no_environment_or_streams_of_its_own(server: ForkServer) -> None:
+    with pytest.raises(ValueError, match="its environment is its server's"):
+        Worker(f"{HERE}:echo", env=dict(os.environ), server=server)
+    with pytest.raises(ValueError, match="streams are /dev/null"):
+        Worker(f"{HERE}:echo", stdout=subprocess.PIPE, server=server)
+
+
+def test_a_fork_server_gives_its_workers_an_environment_larger_than_a_socket_message() -> None:
+    """In a child process with a timeout: an environment sent in a message would hang the start.
+    300 KB in three variables (Linux execs no single one over 128 KiB)."""
+    script = textwrap.dedent(
+        """
+        import os
+        from ctcop.isolated import ForkServer, Worker
+
+        names = [f"CTCOP_TEST_LARGE_{i}" for i in range(3)]
+        forks = ForkServer([], {**os.environ, **{name: name[-1] * 100_000 for name in names}})
+        try:
+            with Worker("os:getenv", server=forks) as worker:
+                for name in names:
+                    worker.send(name)
+                    print(worker.answer(60) == name[-1] * 100_000)
+        finally:
+            forks.close()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "True\nTrue\nTrue\n", "")
+
+
+def test_an_exchange_cut_short_ends_the_server_and_its_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interruption between an order and its reply leaves no reply for the next order to read:
+    the server and its workers are killed, what they started too, and a fresh server takes over."""
+    forks = ForkServer([])
+    try:
+        marker = tmp_path / "grandchild"
+        worker = Worker(f"{HERE}:start_then_hang", server=forks)
+        worker.send(str(marker))
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        grandchild = int(marker.read_text())
+        first = forks.process
+        sent = socket.send_fds
+
+        def send_then_interrupt(*args: Any) -> int:
+            sent(*args)
+            raise KeyboardInterrupt
+
+        with monkeypatch.context() as patched:
+            patched.setattr(isolated.socket, "send_fds", send_then_interrupt)
+            with pytest.raises(KeyboardInterrupt):
+                worker.process.poll()
+        assert forks.process is None and first is not None and first.returncode is not None
+        assert worker.end() == "killed by SIGKILL"
+        deadline = time.monotonic() + 30
+        while (alive(worker.pid) or alive(grandchild)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(worker.pid) and not alive(grandchild)
+        forks.close()
+        assert call(f"{HERE}:echo", "again", 60, server=forks) == "again"
+    finally:
+        forks.close()
 
 
 def test_a_forked_worker_dies_with_its_server_and_a_fresh_server_forks_the_next() -> None:

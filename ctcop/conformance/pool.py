@@ -136,8 +136,7 @@ class Pool:
     on_run: Callable[[Task, Result], None]
     slots: list[Slot | None] = field(default_factory=list)
     first: dict[Key, int] = field(default_factory=dict)  # who ran a case's first evaluation
-    environment: dict[str, str] = field(default_factory=dict)  # the workers' (run: os.environ and the models' folder)
-    server: ForkServer = field(default_factory=lambda: ForkServer(PRELOAD))  # forks the workers
+    server: ForkServer = field(init=False, repr=False)  # forks the workers (run's: os.environ and the models' folder)
 
     def __post_init__(self) -> None:
         self.slots = [None] * max(1, self.settings.jobs)
@@ -183,7 +182,7 @@ class Pool:
                 self._end(slot)  # a worker serves one runtime
                 slot = None
             if slot is None:
-                worker = Worker(WORKER, env=self.environment, server=self.server)
+                worker = Worker(WORKER, server=self.server)
                 slot = self.slots[index] = Slot(worker, pending[choice].runtime)
             task = pending.pop(choice)
             try:
@@ -242,15 +241,19 @@ class Pool:
                 self._answer_for(slot, "timeout", f"no answer within {self.settings.timeout_s:g} s", answer="timeout")
 
     def run(self, tasks: Sequence[Task]) -> None:
-        """Run every task; the workers are stopped however this ends. The workers share the
-        exported models they build through a folder of the run's (:data:`.runtimes.MODELS_VARIABLE`)."""
+        """Run every task; the workers and their fork server are stopped however this ends (an
+        interruption included). The workers share the exported models they build through a folder
+        of the run's (:data:`.runtimes.MODELS_VARIABLE`), named in the environment the run's fork
+        server gives them."""
         pending = list(tasks)
         with tempfile.TemporaryDirectory(prefix="ctcop-models-") as models:
-            self.environment = {**os.environ, MODELS_VARIABLE: models}
+            self.server = ForkServer(PRELOAD, {**os.environ, MODELS_VARIABLE: models})
             try:
                 while pending or any(s is not None and s.task is not None for s in self.slots):
                     self._assign(pending)
                     self._wait()
             finally:
-                self.stop()
-                self.server.close()
+                try:
+                    self.stop()
+                finally:
+                    self.server.close()

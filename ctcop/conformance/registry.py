@@ -207,11 +207,15 @@ def plugins(probe_timeout_s: float = PROBE_TIMEOUT_S) -> list[tuple[str, list[An
 def find(name: str, modules: Sequence[str] = (), with_plugins: bool = True) -> Any:
     """The runtime called ``name``, for a worker that runs what its caller listed available: a
     built-in adapter or a peer is taken as it is (no library imported, ``available()`` not asked);
-    any other name is looked up in :func:`discover`'s list."""
+    any other name is looked up in :func:`discover`'s list. :class:`LookupError` when no runtime is
+    called ``name``."""
     for runtime in builtin() + peers():
         if runtime.name == name:
             return runtime
-    return next(entry.runtime for entry in discover(modules, with_plugins) if entry.name == name)
+    for entry in discover(modules, with_plugins):
+        if entry.name == name:
+            return entry.runtime
+    raise LookupError(f"no runtime is called {name!r}")
 
 
 def _entry(runtime: Any, origin: str) -> Entry:
