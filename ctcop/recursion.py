@@ -43,11 +43,12 @@ FloatArray = npt.NDArray[np.float64]
 SEGMENT_ELEMENTS = 1 << 20
 # Samples handed to a thread at a time: enough blocks per thread to even out unequal lengths.
 BLOCKS_PER_THREAD = 4
-# Work (N * T * (C + S + 2), S for the longest target: frames times classes and states; twice that
-# for the gradient) below which a batch runs on the calling thread alone. Measured quiet on the
-# 2-core machine at T = 5, C = 11 (docs/design.md), one thread against two: the loss 131 against
-# 161 us at N = 128 (11520 units), 252 against 294 at N = 256, 482 against 472 at N = 512 (46080);
-# the gradient 283 against 302 us at N = 128, 520 against 413 at N = 256.
+# Work (:func:`ctcop.kernels.work_units`: frames times classes and lattice states; counted
+# GRADIENT_WORK times for the gradient) below which a batch runs on the calling thread alone, and a
+# small time-major batch in one compiled call. Measured quiet on the 2-core machine at T = 5, C = 11
+# (90 units per sample; docs/design.md), one thread against two: the loss 125 against 170 us at
+# N = 128, 213 against 165 at N = 192 (17280 units), 234 against 193 at N = 256; the gradient 266
+# against 266 at N = 128 (23040 counted units), 387 against 319 at N = 192.
 PARALLEL_WORK = 1 << 14
 # A unit of the gradient's work costs about twice one of the loss's: its work is counted twice.
 GRADIENT_WORK = 2
