@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime
 import pytest
 from hypothesis import given, settings
 from models import onnx_acoustic_model
 from onnx.reference import ReferenceEvaluator
-from test_onnx_tools import hostile_batch, run_tract
+from test_onnx_tools import hostile_batch, run_onnxruntime, run_tract, tract_outputs
 from test_onnx_total import Batch, batches
 
 import ctcop
@@ -49,8 +46,7 @@ def run(runtime: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> n
         return run_tract(model, feeds)
     if runtime == "onnx-reference":
         return ReferenceEvaluator(model).run(None, feeds)[0]
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)[0]
+    return run_onnxruntime(model, feeds)
 
 
 def expect_total(runtime: str, case: Batch) -> None:
@@ -148,11 +144,7 @@ def test_attach_writes_the_static_form_for_logits_of_fixed_dims() -> None:
     assert not model.functions and [o.name for o in model.graph.output] == ["logits", "loss"]
     feeds = hostile_batch()
     features = np.random.default_rng(4).normal(size=(6, 6, 6)).astype(np.float32)
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "attached.onnx"
-        onnx.save(model, path)
-        runnable = tract.onnx().load(str(path)).into_model().into_runnable()
-        logits, loss = (out.to_numpy() for out in runnable.run([features, feeds["sequence_mask"], feeds["labels"]]))
+    logits, loss = tract_outputs(model, [features, feeds["sequence_mask"], feeds["labels"]])
     expected = ctcop.ctc_loss(logits, feeds["sequence_mask"], feeds["labels"])
     assert compare(loss, expected, "float32") is None, (loss, expected)
     with pytest.raises(ctcop.InvalidInputError, match=r"^static: needs fixed dims"):

@@ -51,13 +51,19 @@ def assert_reference(got: np.ndarray, feeds: dict[str, np.ndarray], attributes: 
     np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=1e-5, atol=1e-6, err_msg=where)
 
 
-def run_tract(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
-    """tract's loss for ``feeds`` (its Python API loads a model from a file)."""
+def tract_outputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Every output of ``model`` that tract computes from ``inputs``, in the graph's order (its
+    Python API loads a model from a file)."""
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "static.onnx"
+        path = Path(folder) / "model.onnx"
         onnx.save(model, path)
         runnable = tract.onnx().load(str(path)).into_model().into_runnable()
-    return runnable.run([feeds["inputs"], feeds["sequence_mask"], feeds["labels"]])[0].to_numpy()
+    return [output.to_numpy() for output in runnable.run(inputs)]
+
+
+def run_tract(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """tract's loss for ``feeds``."""
+    return tract_outputs(model, [feeds["inputs"], feeds["sequence_mask"], feeds["labels"]])[0]
 
 
 def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
