@@ -39,7 +39,6 @@ import math
 import numpy as np
 
 from .logexp import EXACT_BELOW, compiled, entry, exp_nonpositive, log_normal
-from .rule_scan import time_major_scan
 
 NEG_INF = -math.inf
 
@@ -399,7 +398,7 @@ def _block_sizes(lengths: np.ndarray, target_lengths: np.ndarray, first: int, la
 
 
 @compiled
-def _store_loss(loglik: float, out: np.ndarray, i: int) -> None:
+def store_loss(loglik: float, out: np.ndarray, i: int) -> None:
     """``out[i] = -loglik`` in ``out``'s element type, +0.0 where a rounding error would put it
     below 0 (spec 4.3); NaN stays NaN."""
     loss = 0.0 - loglik
@@ -442,7 +441,7 @@ def batch_loss(
             checkpoints[:0],
             normalising,
         )
-        _store_loss(loglik, out, i)
+        store_loss(loglik, out, i)
 
 
 @compiled
@@ -512,110 +511,9 @@ def batch_grad(
             )
 
 
-# -- a small time-major batch in one call ----------------------------------------------------------
-# The rule scan of :mod:`ctcop.rule_scan` (rules 3.1 and 3.3, the frame counts and the processed
-# targets), then, where the batch's work is below the limit the caller gives, the batch kernels over
-# every sample on the calling thread: a small batch costs one call from Python. A faulty batch, or
-# one whose work reaches the limit, comes back scanned, for :mod:`ctcop.canonical` to name the fault
-# or :mod:`ctcop.recursion` to hand the samples to its threads. (Here, beside the kernels they
-# compile in, so that numba's cache of them goes stale with this file.)
-
-COMPUTED = -1  # what the entries return when the results are written
-
-
 @entry
 def work_units(samples: int, frames: int, classes: int, longest: int) -> int:
     """An upper bound of a batch's work, for deciding whether threads pay: N * T * (C + S + 2)
     with S = 2L + 1 for the longest target L (the classes and the lattice states a frame reads)."""
     units: int = samples * frames * (classes + 2 * longest + 3)
     return units
-
-
-@compiled
-def _scanned(
-    mask: np.ndarray,
-    labels: np.ndarray,
-    classes: int,
-    collapse: bool,
-    work_limit: int,
-    lengths: np.ndarray,
-    targets: np.ndarray,
-    target_lengths: np.ndarray,
-    fault: np.ndarray,
-) -> tuple[int, bool]:
-    """The rule scan, then the longest target and whether the batch is computed here: no fault,
-    and one sample or :func:`work_units` below ``work_limit``."""
-    longest = time_major_scan(mask, labels, classes, collapse, lengths, targets, target_lengths, fault)
-    frames, samples = mask.shape
-    return longest, fault[0] == 0 and (samples <= 1 or work_units(samples, frames, classes, longest) < work_limit)
-
-
-@entry
-def small_batch_losses(
-    logits: np.ndarray,
-    mask: np.ndarray,
-    labels: np.ndarray,
-    collapse: bool,
-    merge_repeated: bool,
-    work_limit: int,
-    lengths: np.ndarray,
-    targets: np.ndarray,
-    target_lengths: np.ndarray,
-    fault: np.ndarray,
-    out: np.ndarray,
-) -> int:
-    """``logits`` [T, N, C], ``mask`` [T, N] and ``labels`` [N, T] (int64) scanned as
-    :func:`ctcop.rule_scan.time_major_scan` does, into ``lengths``, ``targets`` [N, T],
-    ``target_lengths`` and ``fault``; then, for a batch below ``work_limit``, the losses into
-    ``out`` as :func:`batch_loss` writes them. Returns COMPUTED, or the longest
-    target when the losses are left to the caller."""
-    classes = logits.shape[2]
-    longest, here = _scanned(mask, labels, classes, collapse, work_limit, lengths, targets, target_lengths, fault)
-    if not here:
-        return longest
-    batch_loss(logits, False, lengths, targets, target_lengths, classes - 1, merge_repeated, 0, mask.shape[1], out)
-    return COMPUTED
-
-
-@entry
-def small_batch_losses_and_grad(
-    logits: np.ndarray,
-    mask: np.ndarray,
-    labels: np.ndarray,
-    collapse: bool,
-    merge_repeated: bool,
-    work_limit: int,
-    segment_elements: int,
-    lengths: np.ndarray,
-    targets: np.ndarray,
-    target_lengths: np.ndarray,
-    fault: np.ndarray,
-    out: np.ndarray,
-    grad: np.ndarray,
-) -> int:
-    """As :func:`small_batch_losses`, and the gradient into ``grad`` (zero on entry) as
-    :func:`batch_grad` writes it; the losses from its log-likelihoods, as
-    :func:`batch_loss` writes them."""
-    classes = logits.shape[2]
-    longest, here = _scanned(mask, labels, classes, collapse, work_limit, lengths, targets, target_lengths, fault)
-    if not here:
-        return longest
-    blank, samples = classes - 1, mask.shape[1]
-    loglik = np.empty(samples)
-    batch_grad(
-        logits,
-        False,
-        lengths,
-        targets,
-        target_lengths,
-        blank,
-        merge_repeated,
-        segment_elements,
-        0,
-        samples,
-        loglik,
-        grad,
-    )
-    for i in range(samples):
-        _store_loss(loglik[i], out, i)
-    return COMPUTED

@@ -70,7 +70,7 @@ _EXPONENT_ZERO = 1023 << 52
 
 # The modules whose functions numba compiles (with :func:`compiled` and :func:`entry`): a kernel
 # inlines functions of the others, so a change to any of them makes every cached kernel stale.
-COMPILED_MODULES = ("kernels.py", "logexp.py", "rule_scan.py")
+COMPILED_MODULES = ("atomics.py", "kernels.py", "logexp.py", "rule_scan.py", "small_batch.py")
 
 
 @functools.cache

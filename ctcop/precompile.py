@@ -4,7 +4,8 @@
 :func:`ctcop.ctc_loss_grad`, :func:`ctcop.ctc_loss_or_nan`, both released-form functions and
 :func:`ctcop.greedy_decode` — for every logits dtype (float16, float32, float64) and every label and
 length type (int32, int64) the spec admits (sections 2 and 7), on a batch the one-call kernels
-compute and on one that goes to the batch kernels. numba
+compute and on one that goes to the batch kernels, and the second thread's wait
+(:func:`ctcop.small_batch.serve`). numba
 saves what they compile next to the sources (``ctcop/__pycache__``); the wheel build runs this on
 its copy of the package (``setup.py``), so an installed package loads its kernels instead of
 compiling them. numba reads a cache entry only where the core's sources, numba's version, Python's
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import small_batch
 from .decode import greedy_decode
 from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_grad
 
 LOGITS_TYPES = (np.float16, np.float32, np.float64)
 INDEX_TYPES = (np.int32, np.int64)
-# [T, N, C]: a batch that :func:`ctcop.kernels.small_batch_losses` computes, and one of more logits
+# [T, N, C]: a batch that :func:`ctcop.small_batch.losses` computes, and one of more logits
 # than ``recursion.PARALLEL_WORK``, which the batch kernels compute (whatever the thread count)
 SHAPES = ((3, 1, 4), (40, 16, 30))
 
@@ -58,7 +60,9 @@ def _released(shape: tuple[int, int, int], logits_type: type, index_type: type) 
 
 
 def precompile() -> None:
-    """Make every call of this module's list once, so numba compiles and caches its kernels."""
+    """Make every call of this module's list once, and start the second thread's wait once, so
+    numba compiles and caches every kernel."""
+    small_batch.serve(np.zeros(small_batch.CONTROL_BYTES, np.uint8), 0)
     for shape in SHAPES:
         for logits_type in LOGITS_TYPES:
             for index_type in INDEX_TYPES:

@@ -4,8 +4,9 @@ A :class:`~ctcop.canonical.CanonicalBatch` is cut into blocks of samples, and ea
 the compiled per-sample kernels of :mod:`ctcop.kernels` on the calling thread or one of a pool of
 threads (a small batch, below PARALLEL_WORK, runs whole on the calling thread; a small
 time-major batch of float32 or float64 logits in one compiled call with its rule scan,
-:func:`ctcop.kernels.small_batch_losses`). Every sample is computed on its own, so neither the
-batch around it nor the thread count changes a bit of its result.
+:func:`ctcop.small_batch.losses`, which shares it with the second thread of
+:mod:`ctcop.second_thread` when that waits awake). Every sample is computed on its own, so
+neither the batch around it nor the thread count changes a bit of its result.
 
 Threads: :func:`set_num_threads`, or the environment variable ``CTCOP_NUM_THREADS`` read at the
 first call; by default the CPUs this process may run on. At most MAX_THREADS: a larger count is
@@ -32,7 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from . import canonical, kernels
+from . import canonical, kernels, second_thread, small_batch
 from .canonical import CanonicalBatch, TimeMajorInputs
 from .errors import InvalidInputError
 from .rounding import round_once
@@ -50,6 +51,10 @@ BLOCKS_PER_THREAD = 4
 # N = 128, 213 against 165 at N = 192 (17280 units), 234 against 193 at N = 256; the gradient 266
 # against 266 at N = 128 (23040 counted units), 387 against 319 at N = 192.
 PARALLEL_WORK = 1 << 14
+# With two threads, a time-major batch below this much work is computed in one call, shared with
+# the second thread (ctcop.small_batch), which costs a copy of half its logits instead of the pool's
+# hand-over; beyond it the pool reads the logits where they are.
+PAIR_WORK = 1 << 17
 # A unit of the gradient's work costs about twice one of the loss's: its work is counted twice.
 GRADIENT_WORK = 2
 # The largest thread count accepted: far above any CPU count the core can use, far below what
@@ -221,11 +226,11 @@ _KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _Result = TypeVar("_Result")
 
 
-def _small(logits: np.ndarray) -> bool:
-    """Whether a batch goes to :func:`ctcop.kernels.small_batch_losses` (or its gradient's twin):
-    fewer logits than PARALLEL_WORK units of work (a batch that may run on the calling thread),
-    native float32 or float64 laid out as the kernels read them."""
-    return logits.size < PARALLEL_WORK and logits.dtype in _KERNEL_FLOATS and logits.flags.c_contiguous
+def _small(logits: np.ndarray, limit: int) -> bool:
+    """Whether a batch goes to :func:`ctcop.small_batch.losses` (or its gradient's twin): fewer
+    logits than ``limit`` units of work (a batch that may be computed in one call), native float32
+    or float64 laid out as the kernels read them."""
+    return logits.size < limit and logits.dtype in _KERNEL_FLOATS and logits.flags.c_contiguous
 
 
 def _in_one_call(
@@ -235,46 +240,55 @@ def _in_one_call(
     settings: tuple[int, ...],
     outputs: tuple[np.ndarray, ...],
     computed: _Result,
+    threads: int,
 ) -> _Result:
     """A small batch's rule scan and result in one call of ``kernel`` (with ``settings`` after
-    the inputs and attributes, writing ``outputs``): ``computed`` when it computed the batch, else
-    ``whole`` of the batch it scanned (a fault raised, or a batch too large to keep on this
-    thread)."""
+    the inputs and attributes, writing ``outputs``, sharing the batch with the second thread where
+    it may pay and ``threads`` allow, :mod:`ctcop.second_thread`): ``computed`` when it computed
+    the batch, else ``whole`` of the batch it scanned (a fault raised, or a batch too large for one
+    call)."""
     lengths, targets, target_lengths, fault = canonical.scan_buffers(checked)
     inputs = (checked.logits, checked.mask_values, checked.label_values, checked.collapse, checked.merge_repeated)
-    longest = kernel(*inputs, *settings, lengths, targets, target_lengths, fault, *outputs)
-    if longest != kernels.COMPUTED:
-        return whole(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
-    return computed
+    pair = checked.logits.shape[1] > 1 and threads > 1
+    arena = second_thread.shared(PAIR_WORK // 2) if pair else second_thread.ALONE
+    longest = kernel(*inputs, *settings, lengths, targets, target_lengths, fault, *outputs, arena)
+    if arena.size:
+        second_thread.wake(arena, longest == small_batch.WAKE)
+    if longest < 0:
+        return computed
+    return whole(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
 
 
-def _one_call_limit(factor: int) -> int:
-    """The work (counted ``factor`` times) below which the one-call kernels compute a batch on the
-    calling thread: PARALLEL_WORK, or any work when the core runs on one thread."""
-    return PARALLEL_WORK // factor if get_num_threads() > 1 else np.iinfo(np.int64).max
+def _one_call_limits(threads: int, factor: int) -> tuple[int, int]:
+    """The work below which a time-major batch is computed in one call, shared with the second
+    thread, and the work below which it is computed in one call without it: any work on one
+    thread; on two, PAIR_WORK and the pool's threshold (PARALLEL_WORK, counted ``factor`` times);
+    on more, the pool's threshold for both."""
+    alone = PARALLEL_WORK // factor if threads > 1 else int(np.iinfo(np.int64).max)
+    return (PAIR_WORK if threads == 2 else alone), alone
 
 
 def time_major_losses(checked: TimeMajorInputs) -> np.ndarray:
     """:func:`losses` of the batch of ``checked`` (:func:`ctcop.canonical.time_major_batch`, whose
     fault it raises): a small batch in one compiled call with the rule scan
-    (:func:`ctcop.kernels.small_batch_losses`), a large one scanned, then cut into blocks."""
-    logits = checked.logits
-    if not _small(logits):
+    (:func:`ctcop.small_batch.losses`), a large one scanned, then cut into blocks."""
+    logits, threads = checked.logits, get_num_threads()
+    limits = _one_call_limits(threads, 1)
+    if not _small(logits, limits[0]):
         return losses(canonical.time_major_batch(checked))
     out = np.empty(logits.shape[1], logits.dtype)
-    return _in_one_call(checked, losses, kernels.small_batch_losses, (_one_call_limit(1),), (out,), out)
+    return _in_one_call(checked, losses, small_batch.losses, limits, (out,), out, threads)
 
 
 def time_major_losses_and_grad(checked: TimeMajorInputs) -> tuple[np.ndarray, np.ndarray]:
     """:func:`losses_and_grad` of the batch of ``checked``, as :func:`time_major_losses`."""
-    logits = checked.logits
-    if not _small(logits):
+    logits, threads = checked.logits, get_num_threads()
+    limits = _one_call_limits(threads, GRADIENT_WORK)
+    if not _small(logits, limits[0]):
         return losses_and_grad(canonical.time_major_batch(checked))
     out, grad = np.empty(logits.shape[1], logits.dtype), np.zeros(logits.shape, logits.dtype)
-    settings = (_one_call_limit(GRADIENT_WORK), SEGMENT_ELEMENTS)
-    return _in_one_call(
-        checked, losses_and_grad, kernels.small_batch_losses_and_grad, settings, (out, grad), (out, grad)
-    )
+    kernel, settings = small_batch.losses_and_grad, (*limits, SEGMENT_ELEMENTS)
+    return _in_one_call(checked, losses_and_grad, kernel, settings, (out, grad), (out, grad), threads)
 
 
 def losses_and_grad(batch: CanonicalBatch) -> tuple[np.ndarray, np.ndarray]:

@@ -239,6 +239,6 @@ def test_the_kernel_cache_key_covers_every_compiled_module() -> None:
     machine code in the cache."""
     from ctcop import logexp
 
-    compiling = re.compile(r"^@(compiled|entry|numba\.njit|njit)\b", re.MULTILINE)
+    compiling = re.compile(r"^@(compiled|entry|numba\.njit|njit)\b|\bintrinsic\(", re.MULTILINE)
     found = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if compiling.search(path.read_text())}
     assert found == set(logexp.COMPILED_MODULES)

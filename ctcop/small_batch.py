@@ -1,0 +1,375 @@
+"""A small time-major batch in one compiled call, shared with a second thread that waits spinning
+(spec/ctcloss4.md, sections 3 and 4; docs/design.md, "Small batches").
+
+:func:`losses` and :func:`losses_and_grad` run the rule scan of :mod:`ctcop.rule_scan` (rules 3.1
+and 3.3: the frame counts and the processed targets), then, where the batch's work is below the
+limit the caller gives, the batch kernels of :mod:`ctcop.kernels` on every sample: a small batch
+costs one call from Python. A faulty batch, or one whose work reaches the limit, comes back
+scanned, for :mod:`ctcop.canonical` to name the fault or :mod:`ctcop.recursion` to hand its
+samples to the pool.
+
+The second thread. Handing a small batch to a pool thread costs more than computing it where a
+sleeping thread has to be woken (tens of microseconds), so :mod:`ctcop.second_thread` keeps one
+thread that, after each piece of work, waits in :func:`serve` spinning for SPINS rounds before it
+sleeps. While it is awake, a call with at least SPLIT_WORK units of work copies its second half of
+samples (logits, frame counts, targets) into the thread's boxes, posts it in the control block,
+computes its first half, and then either takes the second half back (the thread had not taken it:
+asleep, or just gone to sleep) or waits for the thread's results and copies them out. Whoever takes
+the half claims it with one compare-and-swap, so it is computed once. Every sample is computed by
+the same kernel from the same values (a box holds the logits in their own element type), so
+neither the split nor the thread changes a bit of any result.
+
+The control block (int64): POSTED, TAKEN and DONE hold the number of the last half posted, claimed
+(by either thread: a compare-and-swap of TAKEN from SINCE, its value when the half was posted, to
+the half's number) and finished by the thread; FAILED the number of a half the thread could not
+compute (its caller then computes it); AWAKE 1 while the thread spins; IN_USE 1 while a call shares
+its batch (one call at a time: the others compute alone); WANTED 1 after a batch left to the pool
+that the thread, asleep, could have shared (a computed batch says so by returning WAKE: the thread
+is woken then, and only then); and the posted half's sizes and settings.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import atomics
+from .kernels import batch_grad, batch_loss, store_loss, work_units
+from .logexp import compiled, entry
+from .rule_scan import time_major_scan
+
+COMPUTED = -1  # what the entries return when the results are written
+WAKE = -2  # ... and the second thread was asleep when it could have taken half of them
+NOT_HERE = -3  # (internal) a batch left to the caller
+# Work (kernels.work_units) from which a batch is shared with the second thread: about 20 us.
+SPLIT_WORK = 1 << 9
+# Rounds of the CPU's spin-wait hint the second thread waits for work before it sleeps (about
+# 25 ns each here: about 200 us).
+SPINS = 1 << 13
+# Indices into the control block.
+POSTED, TAKEN, DONE, FAILED, AWAKE, IN_USE, WANTED, SINCE = 0, 1, 2, 3, 4, 5, 6, 7
+SAMPLES, FRAMES, CLASSES, WIDTH, GRADIENT, MERGE, SEGMENT, DOUBLE = 8, 9, 10, 11, 12, 13, 14, 15
+CONTROL_SIZE = 16
+# The control block and the boxes live in one byte array, the arena: the block first, then per logit
+# of capacity 8 bytes each for the logits, the gradient, the losses and the log-likelihoods, and 24
+# for the frame counts, target lengths and targets (int64).
+CONTROL_BYTES = 8 * CONTROL_SIZE
+ARENA_BYTES = 7 * 8
+
+
+@compiled
+def _scanned(
+    mask: np.ndarray,
+    labels: np.ndarray,
+    classes: int,
+    collapse: bool,
+    work_limit: int,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    fault: np.ndarray,
+) -> tuple[int, bool]:
+    """The rule scan, then the longest target and whether the batch is computed here: no fault,
+    and one sample or :func:`ctcop.kernels.work_units` below ``work_limit``."""
+    longest = time_major_scan(mask, labels, classes, collapse, lengths, targets, target_lengths, fault)
+    frames, samples = mask.shape
+    return longest, fault[0] == 0 and (samples <= 1 or work_units(samples, frames, classes, longest) < work_limit)
+
+
+@compiled
+def _store_losses(loglik: np.ndarray, out: np.ndarray, first: int) -> None:
+    """``out[first + i] = -loglik[i]`` in ``out``'s element type, +0.0 where a rounding error
+    would put it below 0 (spec 4.3); NaN stays NaN."""
+    for i in range(loglik.shape[0]):
+        store_loss(loglik[i], out, first + i)
+
+
+@compiled
+def _compute(
+    logits: np.ndarray,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    settings: tuple[bool, int, bool],
+    first: int,
+    last: int,
+    loglik: np.ndarray,
+    out: np.ndarray,
+    grad: np.ndarray,
+) -> None:
+    """Samples ``[first, last)`` of a [T, N, C] batch (blank C - 1); ``settings`` = (merge_repeated,
+    segment_elements, gradient): the losses into ``out``, or with the gradient the
+    log-likelihoods into ``loglik`` and the gradient into ``grad`` (zero on entry)."""
+    merge_repeated, segment_elements, gradient = settings
+    blank = logits.shape[2] - 1
+    if gradient:
+        arguments = (merge_repeated, segment_elements, first, last, loglik, grad)
+        batch_grad(logits, False, lengths, targets, target_lengths, blank, *arguments)
+    else:
+        batch_loss(logits, False, lengths, targets, target_lengths, blank, merge_repeated, first, last, out)
+
+
+@compiled
+def _box_views(
+    control: np.ndarray, logits_box: np.ndarray, index_box: np.ndarray, grad_box: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The posted half in the boxes: logits [T, n, C], frame counts [n], targets [n, W], target
+    lengths [n], and the gradient [T, n, C] (the gradient's box whole for the losses alone)."""
+    samples, frames, classes, width = control[SAMPLES], control[FRAMES], control[CLASSES], control[WIDTH]
+    size = frames * samples * classes
+    logits = logits_box[:size].reshape((frames, samples, classes))
+    grad = grad_box[:size].reshape((frames, samples, classes))
+    lengths, target_lengths = index_box[:samples], index_box[samples : 2 * samples]
+    targets = index_box[2 * samples : 2 * samples + samples * width].reshape((samples, width))
+    return logits, lengths, targets, target_lengths, grad
+
+
+@compiled
+def _post(
+    control: np.ndarray,
+    logits: np.ndarray,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    settings: tuple[bool, int, bool],
+    first: int,
+    width: int,
+    boxes: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> int:
+    """Samples ``[first, N)`` (targets cut to ``width``) copied into ``boxes`` (logits, indices,
+    gradient; the gradient's zeroed when ``settings`` asks for it) and posted: the half's number."""
+    merge_repeated, segment_elements, gradient = settings
+    frames, samples, classes = logits.shape
+    count = samples - first
+    control[SAMPLES], control[FRAMES], control[CLASSES], control[WIDTH] = count, frames, classes, width
+    control[MERGE], control[SEGMENT], control[GRADIENT] = merge_repeated, segment_elements, gradient
+    control[DOUBLE] = logits.itemsize == 8
+    box, box_lengths, box_targets, box_target_lengths, box_grad = _box_views(control, *boxes)
+    for t in range(frames):
+        for i in range(count):
+            for c in range(classes):
+                box[t, i, c] = logits[t, first + i, c]
+                if gradient:
+                    box_grad[t, i, c] = 0.0
+    for i in range(count):
+        box_lengths[i], box_target_lengths[i] = lengths[first + i], target_lengths[first + i]
+        for j in range(width):
+            box_targets[i, j] = targets[first + i, j]
+    control[SINCE] = atomics.load(control, TAKEN)  # the claim of this half swaps it for its number
+    number: int = control[POSTED] + 1
+    atomics.store(control, POSTED, number)  # after every write above
+    return number
+
+
+@compiled
+def _copy_out(
+    control: np.ndarray,
+    first: int,
+    boxes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    loglik: np.ndarray,
+    out: np.ndarray,
+    grad: np.ndarray,
+) -> None:
+    """The second thread's results for samples ``[first, N)`` copied out of ``boxes`` (logits,
+    indices, log-likelihoods, losses, gradient)."""
+    logits_box, index_box, loglik_box, out_box, grad_box = boxes
+    count = control[SAMPLES]
+    if control[GRADIENT]:
+        for i in range(count):
+            loglik[first + i] = loglik_box[i]
+        box_grad = _box_views(control, logits_box, index_box, grad_box)[4]
+        for t in range(box_grad.shape[0]):
+            for i in range(count):
+                for c in range(box_grad.shape[2]):
+                    grad[t, first + i, c] = box_grad[t, i, c]
+    else:
+        for i in range(count):
+            out[first + i] = out_box[i]
+
+
+@compiled
+def _carve(
+    arena: np.ndarray, template: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The boxes in ``arena`` for logits of ``template``'s element type: logits, indices (int64),
+    log-likelihoods (float64), losses and gradient (the logits' type)."""
+    part = 8 * ((arena.size - CONTROL_BYTES) // ARENA_BYTES)
+    boxes = arena[CONTROL_BYTES:]
+    return (
+        boxes[:part].view(template.dtype),
+        boxes[4 * part : 7 * part].view(np.int64),
+        boxes[3 * part : 4 * part].view(np.float64),
+        boxes[2 * part : 3 * part].view(template.dtype),
+        boxes[part : 2 * part].view(template.dtype),
+    )
+
+
+@compiled
+def _fits(arena: np.ndarray, size: int, count: int, width: int) -> bool:
+    """Whether ``arena`` holds a half of ``count`` samples and ``size`` logits, targets of ``width``."""
+    capacity = (arena.size - CONTROL_BYTES) // ARENA_BYTES
+    return size <= capacity and count * (2 + width) <= 3 * capacity
+
+
+@compiled
+def _split(
+    logits: np.ndarray,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    settings: tuple[bool, int, bool],
+    longest: int,
+    outputs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    arena: np.ndarray,
+    alone_limit: int,
+) -> int:
+    """Every sample of a scanned batch into ``outputs`` (log-likelihoods, losses, gradient, as
+    :func:`_compute` writes them), its second half shared with the second thread through the
+    boxes in ``arena`` when the thread is awake and free and the batch's work reaches SPLIT_WORK
+    (an empty arena: no second thread); without the thread, only a batch whose work is below
+    ``alone_limit``. Returns COMPUTED, WAKE, or NOT_HERE (then WANTED is set when the thread
+    could have taken half of it)."""
+    loglik, out, grad = outputs
+    control = control_block(arena)
+    frames, samples, classes = logits.shape
+    work = work_units(samples, frames, classes, longest)
+    half = samples // 2
+    shareable = control.size > 0 and samples > 1 and work >= SPLIT_WORK
+    shared = shareable and _fits(arena, frames * (samples - half) * classes, samples - half, longest)
+    awake = shared and atomics.load(control, AWAKE) == 1
+    if not (awake and atomics.swap_if(control, IN_USE, 0, 1)):
+        if work >= alone_limit and samples > 1:
+            if shared and not awake:
+                control[WANTED] = 1
+            return NOT_HERE
+        _compute(logits, lengths, targets, target_lengths, settings, 0, samples, loglik, out, grad)
+        return WAKE if shared and not awake else COMPUTED
+    boxes = _carve(arena, logits)
+    posted = (boxes[0], boxes[1], boxes[4])
+    number = _post(control, logits, lengths, targets, target_lengths, settings, half, longest, posted)
+    _compute(logits, lengths, targets, target_lengths, settings, 0, half, loglik, out, grad)
+    if atomics.swap_if(control, TAKEN, control[SINCE], number):  # not taken: computed here
+        _compute(logits, lengths, targets, target_lengths, settings, half, samples, loglik, out, grad)
+    else:
+        while atomics.load(control, DONE) != number:
+            atomics.pause()
+        if atomics.load(control, FAILED) == number:
+            _compute(logits, lengths, targets, target_lengths, settings, half, samples, loglik, out, grad)
+        else:
+            _copy_out(control, half, boxes, loglik, out, grad)
+    atomics.store(control, IN_USE, 0)
+    return COMPUTED
+
+
+@compiled
+def _serve_one(control: np.ndarray, boxes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """The posted half, from ``boxes`` (logits, indices, log-likelihoods, losses, gradient) of its
+    logits' element type, computed into them."""
+    logits_box, index_box, loglik_box, out_box, grad_box = boxes
+    logits, lengths, targets, target_lengths, grad = _box_views(control, logits_box, index_box, grad_box)
+    settings = (control[MERGE] != 0, control[SEGMENT], control[GRADIENT] != 0)
+    _compute(logits, lengths, targets, target_lengths, settings, 0, control[SAMPLES], loglik_box, out_box, grad)
+
+
+@entry
+def control_block(arena: np.ndarray) -> np.ndarray:
+    """The control block at the start of ``arena`` (empty for an empty arena)."""
+    block: np.ndarray = arena[:CONTROL_BYTES].view(np.int64)
+    return block
+
+
+@entry
+def serve(arena: np.ndarray, spins: int) -> None:
+    """The second thread's wait (module docstring): spin for a posted half, claim it, compute it
+    from the boxes in ``arena``, mark it done; back to the caller after ``spins`` rounds with
+    nothing posted."""
+    control = control_block(arena)
+    seen = atomics.load(control, POSTED)
+    atomics.store(control, AWAKE, 1)
+    idle = 0
+    while idle < spins:
+        number = atomics.load(control, POSTED)
+        if number == seen:
+            atomics.pause()
+            idle += 1
+            continue
+        seen, idle = number, 0
+        since = control[SINCE]  # past this half already when its caller took it and posted the next
+        if since >= number or not atomics.swap_if(control, TAKEN, since, number):
+            continue
+        try:
+            if control[DOUBLE]:
+                _serve_one(control, _carve(arena, np.empty(0, np.float64)))
+            else:
+                _serve_one(control, _carve(arena, np.empty(0, np.float32)))
+        except Exception:
+            atomics.store(control, FAILED, number)
+        atomics.store(control, DONE, number)
+    atomics.store(control, AWAKE, 0)
+
+
+@entry
+def losses(
+    logits: np.ndarray,
+    mask: np.ndarray,
+    labels: np.ndarray,
+    collapse: bool,
+    merge_repeated: bool,
+    work_limit: int,
+    alone_limit: int,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    fault: np.ndarray,
+    out: np.ndarray,
+    arena: np.ndarray,
+) -> int:
+    """``logits`` [T, N, C], ``mask`` [T, N] and ``labels`` [N, T] (int64) scanned as
+    :func:`ctcop.rule_scan.time_major_scan` does, into ``lengths``, ``targets`` [N, T],
+    ``target_lengths`` and ``fault``; then, for a batch below ``work_limit``, the losses into
+    ``out`` as :func:`ctcop.kernels.batch_loss` writes them, shared with the second thread through
+    ``arena`` (empty: on this thread alone; alone, only
+    below ``alone_limit``). Returns COMPUTED, WAKE (computed, and the second thread should be
+    woken), or the longest target when the losses are left to the caller."""
+    classes = logits.shape[2]
+    longest, here = _scanned(mask, labels, classes, collapse, work_limit, lengths, targets, target_lengths, fault)
+    if not here:
+        return longest
+    outputs = (np.empty(0), out, np.empty((0, 0, 0), logits.dtype))
+    settings = (merge_repeated, 0, False)
+    done = _split(logits, lengths, targets, target_lengths, settings, longest, outputs, arena, alone_limit)
+    return longest if done == NOT_HERE else done
+
+
+@entry
+def losses_and_grad(
+    logits: np.ndarray,
+    mask: np.ndarray,
+    labels: np.ndarray,
+    collapse: bool,
+    merge_repeated: bool,
+    work_limit: int,
+    alone_limit: int,
+    segment_elements: int,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    fault: np.ndarray,
+    out: np.ndarray,
+    grad: np.ndarray,
+    arena: np.ndarray,
+) -> int:
+    """As :func:`losses`, and the gradient into ``grad`` (zero on entry) as
+    :func:`ctcop.kernels.batch_grad` writes it; the losses from its log-likelihoods, as
+    :func:`ctcop.kernels.batch_loss` writes them."""
+    classes = logits.shape[2]
+    longest, here = _scanned(mask, labels, classes, collapse, work_limit, lengths, targets, target_lengths, fault)
+    if not here:
+        return longest
+    loglik = np.empty(mask.shape[1])
+    settings = (merge_repeated, segment_elements, True)
+    outputs = (loglik, out, grad)
+    done = _split(logits, lengths, targets, target_lengths, settings, longest, outputs, arena, alone_limit)
+    if done == NOT_HERE:
+        return longest
+    _store_losses(loglik, out, 0)
+    return done

@@ -1,0 +1,157 @@
+"""The second thread (ctcop/small_batch.py, ctcop/second_thread.py): a batch shared with it gives
+the bits the calling thread gives alone, whoever computes each half, and a half the thread cannot
+compute is computed by its caller."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ctcop
+from ctcop import canonical, recursion, second_thread, small_batch
+
+CAPACITY = 1 << 12
+LIMITS = (1 << 40, 1 << 40)  # every batch in one call
+
+
+def arena() -> np.ndarray:
+    return np.zeros(small_batch.CONTROL_BYTES + CAPACITY * small_batch.ARENA_BYTES, np.uint8)
+
+
+def batch(seed: int, dtype: type = np.float32, samples: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ragged frame counts (0 included) and targets (empty, repeated, too long included)."""
+    rng = np.random.default_rng(seed)
+    frames, classes = 9, 6
+    logits = (3 * rng.standard_normal((frames, samples, classes))).astype(dtype)
+    lengths = rng.integers(0, frames + 1, samples)
+    mask = (np.arange(frames)[:, None] < lengths[None, :]).astype(np.int32)
+    labels = np.full((samples, frames), -1, np.int64)
+    for i, size in enumerate(rng.integers(0, frames + 1, samples)):
+        labels[i, :size] = rng.integers(0, classes - 1, size)
+    return logits, mask, labels
+
+
+def one_call(space: np.ndarray, inputs: tuple, gradient: bool) -> tuple[np.ndarray, ...]:
+    """``small_batch.losses`` (or with the gradient) of ``inputs`` sharing ``space``."""
+    checked = canonical.time_major_inputs(*inputs, preprocess_collapse_repeated=False, merge_repeated=True)
+    logits = checked.logits
+    buffers = canonical.scan_buffers(checked)
+    head = (logits, checked.mask_values, checked.label_values, False, True, *LIMITS)
+    out = np.empty(logits.shape[1], logits.dtype)
+    if gradient:
+        grad = np.zeros(logits.shape, logits.dtype)
+        settings = (*head, recursion.SEGMENT_ELEMENTS)
+        done = small_batch.losses_and_grad(*settings, *buffers, out, grad, space)
+        assert done in (small_batch.COMPUTED, small_batch.WAKE)
+        return out, grad
+    assert small_batch.losses(*head, *buffers, out, space) in (small_batch.COMPUTED, small_batch.WAKE)
+    return (out,)
+
+
+def alone(inputs: tuple, gradient: bool) -> tuple[np.ndarray, ...]:
+    return one_call(second_thread.ALONE, inputs, gradient)
+
+
+def serving(space: np.ndarray, spins: int = 1 << 24) -> threading.Thread:
+    """A thread in ``serve`` on ``space``, awake when this returns (it returns after ``spins``
+    idle rounds, about 0.4 s here)."""
+    thread = threading.Thread(target=small_batch.serve, args=(space, spins), daemon=True)
+    thread.start()
+    control = small_batch.control_block(space)
+    deadline = time.monotonic() + 60
+    while control[small_batch.AWAKE] == 0:
+        assert thread.is_alive() and time.monotonic() < deadline
+        time.sleep(0.001)
+    return thread
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("gradient", [False, True], ids=["loss", "grad"])
+def test_a_shared_batch_gives_the_bits_of_one_thread(dtype: type, gradient: bool) -> None:
+    space = arena()
+    control = small_batch.control_block(space)
+    cases = [(batch(seed, dtype), alone(batch(seed, dtype), gradient)) for seed in range(12)]  # compiled first
+    thread = serving(space)
+    for inputs, expected in cases:
+        before = int(control[small_batch.POSTED])
+        got = one_call(space, inputs, gradient)
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == b.dtype
+        assert control[small_batch.POSTED] == control[small_batch.TAKEN] > before
+    assert control[small_batch.DONE] > 0, "the second thread never took a half"
+    thread.join(60)
+    assert not thread.is_alive() and control[small_batch.AWAKE] == 0
+
+
+def test_a_half_nobody_takes_is_taken_back_by_its_caller() -> None:
+    space = arena()
+    control = small_batch.control_block(space)
+    control[small_batch.AWAKE] = 1  # says awake, but no thread serves: the caller takes its half back
+    inputs = batch(3)
+    for gradient in (False, True):
+        got = one_call(space, inputs, gradient)
+        for a, b in zip(got, alone(inputs, gradient), strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert control[small_batch.POSTED] == control[small_batch.TAKEN] == 2 and control[small_batch.DONE] == 0
+
+
+def test_a_half_the_thread_cannot_compute_is_marked_failed_and_it_serves_on() -> None:
+    space = arena()
+    control = small_batch.control_block(space)
+    thread = serving(space)
+    # A half larger than the boxes: the thread's views of it fail.
+    control[small_batch.SAMPLES], control[small_batch.FRAMES], control[small_batch.CLASSES] = CAPACITY, 4, 4
+    control[small_batch.WIDTH], control[small_batch.SINCE] = 1, control[small_batch.TAKEN]
+    number = control[small_batch.POSTED] + 1
+    control[small_batch.POSTED] = number
+    deadline = time.monotonic() + 60
+    while control[small_batch.DONE] != number:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert control[small_batch.FAILED] == number
+    inputs = batch(5)
+    np.testing.assert_array_equal(one_call(space, inputs, False)[0], alone(inputs, False)[0])
+    assert control[small_batch.DONE] == number + 1 and control[small_batch.FAILED] == number
+    thread.join(60)
+
+
+def test_calls_from_many_threads_share_the_second_thread_and_agree() -> None:
+    recursion.set_num_threads(2)
+    inputs = [batch(seed, samples=64) for seed in range(4)]
+    recursion.set_num_threads(1)
+    expected = [ctcop.ctc_loss_grad(*x) for x in inputs]
+    recursion.set_num_threads(2)
+    failures: list[str] = []
+
+    def calls(index: int) -> None:
+        for _ in range(200):
+            loss, grad = ctcop.ctc_loss_grad(*inputs[index])
+            if not (np.array_equal(loss, expected[index][0]) and np.array_equal(grad, expected[index][1])):
+                failures.append(f"batch {index}")
+
+    try:
+        workers = [threading.Thread(target=calls, args=(i,)) for i in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        recursion.set_num_threads(recursion._default_threads())
+    assert not failures
+
+
+def test_back_to_back_calls_on_two_threads_use_the_second_thread() -> None:
+    recursion.set_num_threads(2)
+    try:
+        inputs = batch(7, samples=64)
+        ctcop.ctc_loss(*inputs)
+        control = small_batch.control_block(second_thread.shared(recursion.PAIR_WORK // 2))
+        before = int(control[small_batch.DONE])
+        deadline = time.monotonic() + 120
+        while control[small_batch.DONE] == before:  # the thread wakes after the first call that wanted it
+            assert time.monotonic() < deadline, "the second thread took no half in two minutes"
+            ctcop.ctc_loss(*inputs)
+    finally:
+        recursion.set_num_threads(recursion._default_threads())
