@@ -3,8 +3,8 @@
 Two threads that hand work to each other through an int64 array (:mod:`ctcop.second_thread`)
 read and write its elements with these: a load that later reads cannot move before (acquire), a
 store that earlier writes cannot move after (release), a compare-and-swap that one thread only
-wins, and ``pause``, which tells the CPU that the loop around it is waiting. numba offers none of
-them; each is one LLVM instruction.
+wins, ``pause``, which tells the CPU that the loop around it is waiting, and ``nap``, a sleep that
+needs no GIL. numba offers none of them; each is one LLVM instruction or C call.
 """
 
 from __future__ import annotations
@@ -79,7 +79,24 @@ def _pause(typing_context: Any) -> Any:
     return types.void(), codegen
 
 
+def _nap(typing_context: Any, microseconds: Any) -> Any:
+    """Sleep about ``microseconds`` (the C library's ``usleep``; where the target has none,
+    Windows, return at once)."""
+    if not isinstance(microseconds, types.Integer):
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: list[ir.Value]) -> ir.Value:
+        if "windows" not in builder.module.triple:
+            usleep = ir.FunctionType(ir.IntType(32), [ir.IntType(32)])
+            function = builder.module.globals.get("usleep") or ir.Function(builder.module, usleep, "usleep")
+            builder.call(function, [builder.trunc(args[0], ir.IntType(32))])
+        return context.get_dummy_value()
+
+    return types.void(microseconds), codegen
+
+
 load = cast(Any, intrinsic(_load))
 store = cast(Any, intrinsic(_store))
 swap_if = cast(Any, intrinsic(_swap_if))
 pause = cast(Any, intrinsic(_pause))
+nap = cast(Any, intrinsic(_nap))

@@ -62,7 +62,7 @@ def _released(shape: tuple[int, int, int], logits_type: type, index_type: type) 
 def precompile() -> None:
     """Make every call of this module's list once, and start the second thread's wait once, so
     numba compiles and caches every kernel."""
-    small_batch.serve(np.zeros(small_batch.CONTROL_BYTES, np.uint8), 0)
+    small_batch.serve(np.zeros(small_batch.CONTROL_BYTES, np.uint8), 0, 0)
     for shape in SHAPES:
         for logits_type in LOGITS_TYPES:
             for index_type in INDEX_TYPES:

@@ -3,7 +3,8 @@
 One per process, started at the first small batch computed with two or more threads (see
 :func:`ctcop.recursion.set_num_threads`): a daemon thread that sleeps until a call wakes it, then
 waits in the compiled :func:`ctcop.small_batch.serve` for posted halves, spinning, and goes back
-to sleep after about 200 microseconds with none. A call finds it awake when calls follow each
+to sleep after about a second with none (spinning for about 200 microseconds, then napping
+between looks at the control block). A call finds it awake when calls follow each
 other closely (a training loop, a benchmark); one that finds it asleep computes alone and wakes it.
 One call shares its batch at a time; the others compute alone. Results are the same bits either
 way. A forked child starts without it and makes its own.
@@ -34,7 +35,7 @@ class SecondThread:
         while True:
             self.wake.wait()
             self.wake.clear()
-            small_batch.serve(self.arena, small_batch.SPINS)
+            small_batch.serve(self.arena, small_batch.SPINS, small_batch.NAPPING_US)
 
 
 ALONE = np.zeros(0, np.uint8)  # an empty arena: compute alone
@@ -69,13 +70,9 @@ def shared(capacity: int) -> np.ndarray:
 
 
 def wake(arena: np.ndarray, asked: bool) -> None:
-    """Wake the second thread of ``arena`` (it sleeps until a call wants it): when ``asked`` (a
-    kernel returned :data:`ctcop.small_batch.WAKE`), or when a batch left to the pool asked for it
-    in the control block."""
+    """Wake the second thread of ``arena`` if it sleeps, when ``asked`` (a kernel returned
+    :data:`ctcop.small_batch.WAKE`) or when a batch left to the pool said in the control block that
+    it WANTED the thread."""
     second = _second
-    if second is None or second.arena is not arena:
-        return
-    if not asked and second.control[small_batch.WANTED]:
-        second.control[small_batch.WANTED], asked = 0, True
-    if asked:
+    if second is not None and second.arena is arena and (asked or second.control[small_batch.WANTED]):
         second.wake.set()

@@ -10,8 +10,8 @@ samples to the pool.
 
 The second thread. Handing a small batch to a pool thread costs more than computing it where a
 sleeping thread has to be woken (tens of microseconds), so :mod:`ctcop.second_thread` keeps one
-thread that, after each piece of work, waits in :func:`serve` spinning for SPINS rounds before it
-sleeps. While it is awake, a call with at least SPLIT_WORK units of work copies its second half of
+thread that, after each piece of work, waits in :func:`serve` spinning for SPINS rounds, then
+naps, then sleeps. While it is awake, a call with at least SPLIT_WORK units of work copies its second half of
 samples (logits, frame counts, targets) into the thread's boxes, posts it in the control block,
 computes its first half, and then either takes the second half back (the thread had not taken it:
 asleep, or just gone to sleep) or waits for the thread's results and copies them out. Whoever takes
@@ -23,9 +23,10 @@ The control block (int64): POSTED, TAKEN and DONE hold the number of the last ha
 (by either thread: a compare-and-swap of TAKEN from SINCE, its value when the half was posted, to
 the half's number) and finished by the thread; FAILED the number of a half the thread could not
 compute (its caller then computes it); AWAKE 1 while the thread spins; IN_USE 1 while a call shares
-its batch (one call at a time: the others compute alone); WANTED 1 after a batch left to the pool
-that the thread, asleep, could have shared (a computed batch says so by returning WAKE: the thread
-is woken then, and only then); and the posted half's sizes and settings.
+its batch (one call at a time: the others compute alone); WANTED 1 after a call that the thread,
+napping or asleep, could have helped (a napping thread spins again when it sees it; a sleeping one
+is woken by the call's caller: a computed batch returns WAKE); and the posted half's sizes and
+settings.
 """
 
 from __future__ import annotations
@@ -42,9 +43,12 @@ WAKE = -2  # ... and the second thread was asleep when it could have taken half 
 NOT_HERE = -3  # (internal) a batch left to the caller
 # Work (kernels.work_units) from which a batch is shared with the second thread: about 20 us.
 SPLIT_WORK = 1 << 9
-# Rounds of the CPU's spin-wait hint the second thread waits for work before it sleeps (about
-# 25 ns each here: about 200 us).
+# Rounds of the CPU's spin-wait hint the second thread waits for work before it naps (about 25 ns
+# each here: about 200 us); its naps, in microseconds: the first, the longest, and how long it naps
+# before it sleeps in Python (where waking it needs the GIL: up to tens of milliseconds while the
+# calling thread is busy).
 SPINS = 1 << 13
+NAP_FIRST_US, NAP_MOST_US, NAPPING_US = 50, 5_000, 1_000_000
 # Indices into the control block.
 POSTED, TAKEN, DONE, FAILED, AWAKE, IN_USE, WANTED, SINCE = 0, 1, 2, 3, 4, 5, 6, 7
 SAMPLES, FRAMES, CLASSES, WIDTH, GRADIENT, MERGE, SEGMENT, DOUBLE = 8, 9, 10, 11, 12, 13, 14, 15
@@ -236,10 +240,10 @@ def _split(
     shareable = control.size > 0 and samples > 1 and work >= SPLIT_WORK
     shared = shareable and _fits(arena, frames * (samples - half) * classes, samples - half, longest)
     awake = shared and atomics.load(control, AWAKE) == 1
+    if shared and not awake:
+        atomics.store(control, WANTED, 1)
     if not (awake and atomics.swap_if(control, IN_USE, 0, 1)):
         if work >= alone_limit and samples > 1:
-            if shared and not awake:
-                control[WANTED] = 1
             return NOT_HERE
         _compute(logits, lengths, targets, target_lengths, settings, 0, samples, loglik, out, grad)
         return WAKE if shared and not awake else COMPUTED
@@ -278,33 +282,54 @@ def control_block(arena: np.ndarray) -> np.ndarray:
 
 
 @entry
-def serve(arena: np.ndarray, spins: int) -> None:
+def serve(arena: np.ndarray, spins: int, napping_us: int) -> None:
     """The second thread's wait (module docstring): spin for a posted half, claim it, compute it
-    from the boxes in ``arena``, mark it done; back to the caller after ``spins`` rounds with
-    nothing posted."""
+    from the boxes in ``arena``, mark it done. After ``spins`` rounds with nothing posted, nap
+    (NAP_FIRST_US, doubling up to NAP_MOST_US; not awake for the calls meanwhile), back to
+    spinning when a call says it WANTED the thread; back to the caller after ``napping_us`` of
+    naps."""
     control = control_block(arena)
     seen = atomics.load(control, POSTED)
+    atomics.store(control, WANTED, 0)
     atomics.store(control, AWAKE, 1)
-    idle = 0
-    while idle < spins:
+    idle, napped, nap = 0, 0, NAP_FIRST_US
+    while True:
         number = atomics.load(control, POSTED)
-        if number == seen:
+        if number != seen:
+            seen, idle, napped, nap = number, 0, 0, NAP_FIRST_US
+            atomics.store(control, AWAKE, 1)
+            _take(control, arena, number)
+        elif idle < spins:
             atomics.pause()
             idle += 1
-            continue
-        seen, idle = number, 0
-        since = control[SINCE]  # past this half already when its caller took it and posted the next
-        if since >= number or not atomics.swap_if(control, TAKEN, since, number):
-            continue
-        try:
-            if control[DOUBLE]:
-                _serve_one(control, _carve(arena, np.empty(0, np.float64)))
-            else:
-                _serve_one(control, _carve(arena, np.empty(0, np.float32)))
-        except Exception:
-            atomics.store(control, FAILED, number)
-        atomics.store(control, DONE, number)
+        elif napped >= napping_us:
+            break
+        else:
+            atomics.store(control, AWAKE, 0)
+            atomics.nap(nap)
+            napped, nap = napped + nap, min(2 * nap, NAP_MOST_US)
+            if atomics.load(control, WANTED):
+                atomics.store(control, WANTED, 0)
+                atomics.store(control, AWAKE, 1)
+                idle, napped, nap = 0, 0, NAP_FIRST_US
     atomics.store(control, AWAKE, 0)
+
+
+@compiled
+def _take(control: np.ndarray, arena: np.ndarray, number: int) -> None:
+    """Half ``number``, claimed and computed from the boxes in ``arena``, unless its caller took
+    it back (or already posted the next one)."""
+    since = control[SINCE]  # past this half already when its caller took it and posted the next
+    if since >= number or not atomics.swap_if(control, TAKEN, since, number):
+        return
+    try:
+        if control[DOUBLE]:
+            _serve_one(control, _carve(arena, np.empty(0, np.float64)))
+        else:
+            _serve_one(control, _carve(arena, np.empty(0, np.float32)))
+    except Exception:
+        atomics.store(control, FAILED, number)
+    atomics.store(control, DONE, number)
 
 
 @entry
