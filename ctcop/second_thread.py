@@ -1,13 +1,15 @@
 """The second thread that shares small batches with the calling thread (:mod:`ctcop.small_batch`).
 
-One per process, started at the first small batch computed with two or more threads (see
-:func:`ctcop.recursion.set_num_threads`): a daemon thread that sleeps until a call wakes it, then
-waits in the compiled :func:`ctcop.small_batch.serve` for posted halves, spinning, and goes back
-to sleep after about a second with none (spinning for about 200 microseconds, then napping
-between looks at the control block). A call finds it awake when calls follow each
-other closely (a training loop, a benchmark); one that finds it asleep computes alone and wakes it.
-One call shares its batch at a time; the others compute alone. Results are the same bits either
-way. A forked child starts without it and makes its own.
+One per process, made at the first batch of two or more samples computed on two or more threads
+(see :func:`ctcop.recursion.set_num_threads`), and started by the first call that could have
+shared its batch with it: that call loads the thread's compiled wait, :func:`ctcop.small_batch.serve`,
+itself (so that the thread, which would need the GIL for it, does not slow the calls that follow),
+then starts it. The thread sleeps until a call wakes it, then waits in ``serve`` for posted halves,
+spinning for about 200 microseconds, then napping between looks at the control block, and goes
+back to sleep after about a second with none. A call finds it awake when calls follow each other
+closely (a training loop, a benchmark); one that finds it asleep computes alone and wakes it. One
+call shares its batch at a time; the others compute alone. Results are the same bits either way.
+A forked child starts without it and makes its own.
 """
 
 from __future__ import annotations
@@ -21,31 +23,44 @@ from . import small_batch
 
 
 class SecondThread:
-    """The thread and its arena (the control block and boxes for halves of up to ``capacity``
-    logits)."""
+    """The thread (started by :meth:`wake`) and its arena (the control block and boxes for halves
+    of up to ``capacity`` logits)."""
 
     def __init__(self, capacity: int) -> None:
         self.arena = np.zeros(small_batch.CONTROL_BYTES + capacity * small_batch.ARENA_BYTES, np.uint8)
         self.control = small_batch.control_block(self.arena)
-        self.wake = threading.Event()
-        self.thread = threading.Thread(target=self._serve, name="ctcop-second", daemon=True)
-        self.thread.start()
+        self.sleeping = threading.Event()
+        self.thread: threading.Thread | None = None
 
     def _serve(self) -> None:
         while True:
-            self.wake.wait()
-            self.wake.clear()
+            self.sleeping.wait()
+            self.sleeping.clear()
             small_batch.serve(self.arena, small_batch.SPINS, small_batch.NAPPING_US)
+
+    def wake(self) -> bool:
+        """Wake the thread, started first if need be: whether the system started it."""
+        if self.thread is None:
+            small_batch.serve(np.zeros(small_batch.CONTROL_BYTES, np.uint8), 0, 0)  # loaded here, not there
+            thread = threading.Thread(target=self._serve, name="ctcop-second", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # the system refuses another thread ("can't start new thread")
+                return False
+            self.thread = thread
+        self.sleeping.set()
+        return True
 
 
 ALONE = np.zeros(0, np.uint8)  # an empty arena: compute alone
 _lock = threading.Lock()
 _second: SecondThread | None = None
+_refused = False  # the system refused to start the thread: every call computes alone
 
 
 def _after_fork_in_child() -> None:
-    global _second, _lock
-    _second, _lock = None, threading.Lock()
+    global _second, _lock, _refused
+    _second, _lock, _refused = None, threading.Lock(), False
 
 
 if hasattr(os, "register_at_fork"):
@@ -53,26 +68,29 @@ if hasattr(os, "register_at_fork"):
 
 
 def shared(capacity: int) -> np.ndarray:
-    """The arena that the small-batch kernels share with the second thread (started, with boxes
-    for halves of up to ``capacity`` logits, at the first call), or :data:`ALONE` where the system
+    """The arena that the small-batch kernels share with the second thread (made, with boxes for
+    halves of up to ``capacity`` logits, at the first call), or :data:`ALONE` where the system
     starts no thread."""
     global _second
     second = _second
     if second is None:
         with _lock:
+            if _second is None and not _refused:
+                _second = SecondThread(capacity)
             if _second is None:
-                try:
-                    _second = SecondThread(capacity)
-                except RuntimeError:  # the system refuses another thread
-                    return ALONE
+                return ALONE
             second = _second
     return second.arena
 
 
 def wake(arena: np.ndarray, asked: bool) -> None:
-    """Wake the second thread of ``arena`` if it sleeps, when ``asked`` (a kernel returned
-    :data:`ctcop.small_batch.WAKE`) or when a batch left to the pool said in the control block that
-    it WANTED the thread."""
+    """Wake the second thread of ``arena`` (starting it the first time), when ``asked`` (a kernel
+    returned :data:`ctcop.small_batch.WAKE`) or when a batch left to the pool said in the control
+    block that it WANTED the thread."""
+    global _second, _refused
     second = _second
-    if second is not None and second.arena is arena and (asked or second.control[small_batch.WANTED]):
-        second.wake.set()
+    if second is None or second.arena is not arena or not (asked or second.control[small_batch.WANTED]):
+        return
+    with _lock:
+        if not second.wake() and _second is second:
+            _second, _refused = None, True

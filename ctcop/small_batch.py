@@ -233,7 +233,7 @@ def _split(
     ``alone_limit``. Returns COMPUTED, WAKE, or NOT_HERE (then WANTED is set when the thread
     could have taken half of it)."""
     loglik, out, grad = outputs
-    control = control_block(arena)
+    control = _control_block(arena)
     frames, samples, classes = logits.shape
     work = work_units(samples, frames, classes, longest)
     half = samples // 2
@@ -274,11 +274,14 @@ def _serve_one(control: np.ndarray, boxes: tuple[np.ndarray, np.ndarray, np.ndar
     _compute(logits, lengths, targets, target_lengths, settings, 0, control[SAMPLES], loglik_box, out_box, grad)
 
 
-@entry
 def control_block(arena: np.ndarray) -> np.ndarray:
-    """The control block at the start of ``arena`` (empty for an empty arena)."""
+    """The control block at the start of ``arena`` (empty for an empty arena), in compiled code
+    and in Python alike."""
     block: np.ndarray = arena[:CONTROL_BYTES].view(np.int64)
     return block
+
+
+_control_block = compiled(control_block)
 
 
 @entry
@@ -288,7 +291,7 @@ def serve(arena: np.ndarray, spins: int, napping_us: int) -> None:
     (NAP_FIRST_US, doubling up to NAP_MOST_US; not awake for the calls meanwhile), back to
     spinning when a call says it WANTED the thread; back to the caller after ``napping_us`` of
     naps."""
-    control = control_block(arena)
+    control = _control_block(arena)
     seen = atomics.load(control, POSTED)
     atomics.store(control, WANTED, 0)
     atomics.store(control, AWAKE, 1)
