@@ -252,11 +252,15 @@ def _in_one_call(
     pair = checked.logits.shape[1] > 1 and threads > 1
     arena = second_thread.shared(PAIR_WORK // 2) if pair else second_thread.ALONE
     longest = kernel(*inputs, *settings, lengths, targets, target_lengths, fault, *outputs, arena)
-    if arena.size:
-        second_thread.wake(arena, longest == small_batch.WAKE)
-    if longest < 0:
-        return computed
-    return whole(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
+    try:
+        return (
+            computed
+            if longest < 0
+            else whole(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
+        )
+    finally:  # after the pool, if the batch went there: the thread would spin beside it
+        if arena.size:
+            second_thread.wake(arena, longest == small_batch.WAKE)
 
 
 def _one_call_limits(threads: int, factor: int) -> tuple[int, int]:

@@ -5,10 +5,12 @@ One per process, made at the first batch of two or more samples computed on two 
 shared its batch with it: that call loads the thread's compiled wait, :func:`ctcop.small_batch.serve`,
 itself (so that the thread, which would need the GIL for it, does not slow the calls that follow),
 then starts it. The thread sleeps until a call wakes it, then waits in ``serve`` for posted halves,
-spinning for about 200 microseconds, then napping between looks at the control block, and goes
-back to sleep after about a second with none. A call finds it awake when calls follow each other
+spinning (about 200 microseconds on this project's machine), then napping between looks at the
+control block (where the C library has ``usleep``: not on Windows), and goes back to sleep after
+about a second with none. A call finds it awake when calls follow each other
 closely (a training loop, a benchmark); one that finds it asleep computes alone and wakes it. One
-call shares its batch at a time; the others compute alone. Results are the same bits either way.
+call shares its batch at a time; the others compute alone (or, above the pool's threshold, on
+the pool). Results are the same bits either way.
 A forked child starts without it and makes its own.
 """
 
@@ -39,15 +41,16 @@ class SecondThread:
             small_batch.serve(self.arena, small_batch.SPINS, small_batch.NAPPING_US)
 
     def wake(self) -> bool:
-        """Wake the thread, started first if need be: whether the system started it."""
-        if self.thread is None:
-            small_batch.serve(np.zeros(small_batch.CONTROL_BYTES, np.uint8), 0, 0)  # loaded here, not there
-            thread = threading.Thread(target=self._serve, name="ctcop-second", daemon=True)
+        """Wake the thread, started first (or again, had it ended) if need be: whether it runs.
+        It does not where the system refuses another thread or its wait cannot be compiled."""
+        if self.thread is None or not self.thread.is_alive():
             try:
-                thread.start()
-            except RuntimeError:  # the system refuses another thread ("can't start new thread")
+                small_batch.serve(np.zeros(small_batch.CONTROL_BYTES, np.uint8), 0, 0)  # loaded here, not there
+                self.thread = threading.Thread(target=self._serve, name="ctcop-second", daemon=True)
+                self.thread.start()
+            except Exception:  # the thread is an optimisation: without it every call computes alone
+                self.thread = None
                 return False
-            self.thread = thread
         self.sleeping.set()
         return True
 

@@ -44,7 +44,8 @@ NOT_HERE = -3  # (internal) a batch left to the caller
 # Work (kernels.work_units) from which a batch is shared with the second thread: about 20 us.
 SPLIT_WORK = 1 << 9
 # Rounds of the CPU's spin-wait hint the second thread waits for work before it naps (about 25 ns
-# each here: about 200 us); its naps, in microseconds: the first, the longest, and how long it naps
+# each on this machine's CPU, about 200 us in all; the hint's length varies by CPU, and it is nothing
+# but a loop round on CPUs without one); its naps, in microseconds: the first, the longest, and how long it naps
 # before it sleeps in Python (where waking it needs the GIL: up to tens of milliseconds while the
 # calling thread is busy).
 SPINS = 1 << 13
@@ -158,7 +159,7 @@ def _post(
         box_lengths[i], box_target_lengths[i] = lengths[first + i], target_lengths[first + i]
         for j in range(width):
             box_targets[i, j] = targets[first + i, j]
-    control[SINCE] = atomics.load(control, TAKEN)  # the claim of this half swaps it for its number
+    atomics.store(control, SINCE, atomics.load(control, TAKEN))  # a claim swaps TAKEN from it to the number
     number: int = control[POSTED] + 1
     atomics.store(control, POSTED, number)  # after every write above
     return number
@@ -254,14 +255,26 @@ def _split(
     if atomics.swap_if(control, TAKEN, control[SINCE], number):  # not taken: computed here
         _compute(logits, lengths, targets, target_lengths, settings, half, samples, loglik, out, grad)
     else:
-        while atomics.load(control, DONE) != number:
-            atomics.pause()
+        _wait_done(control, number)
         if atomics.load(control, FAILED) == number:
             _compute(logits, lengths, targets, target_lengths, settings, half, samples, loglik, out, grad)
         else:
             _copy_out(control, half, boxes, loglik, out, grad)
     atomics.store(control, IN_USE, 0)
     return COMPUTED
+
+
+@compiled
+def _wait_done(control: np.ndarray, number: int) -> None:
+    """Until the thread has finished half ``number``: spinning, then napping (a thread taken off
+    its CPU right after its claim gets one back)."""
+    rounds = 0
+    while atomics.load(control, DONE) != number:
+        if rounds < SPINS:
+            atomics.pause()
+            rounds += 1
+        else:
+            atomics.nap(NAP_FIRST_US)
 
 
 @compiled
@@ -322,7 +335,9 @@ def serve(arena: np.ndarray, spins: int, napping_us: int) -> None:
 def _take(control: np.ndarray, arena: np.ndarray, number: int) -> None:
     """Half ``number``, claimed and computed from the boxes in ``arena``, unless its caller took
     it back (or already posted the next one)."""
-    since = control[SINCE]  # past this half already when its caller took it and posted the next
+    # SINCE at or past this half: its caller took it back and posted the next (without this check
+    # the swap from `number` to `number` would succeed)
+    since = atomics.load(control, SINCE)
     if since >= number or not atomics.swap_if(control, TAKEN, since, number):
         return
     try:
@@ -354,10 +369,10 @@ def losses(
     """``logits`` [T, N, C], ``mask`` [T, N] and ``labels`` [N, T] (int64) scanned as
     :func:`ctcop.rule_scan.time_major_scan` does, into ``lengths``, ``targets`` [N, T],
     ``target_lengths`` and ``fault``; then, for a batch below ``work_limit``, the losses into
-    ``out`` as :func:`ctcop.kernels.batch_loss` writes them, shared with the second thread through
-    ``arena`` (empty: on this thread alone; alone, only
-    below ``alone_limit``). Returns COMPUTED, WAKE (computed, and the second thread should be
-    woken), or the longest target when the losses are left to the caller."""
+    ``out`` (of the logits' element type) as :func:`ctcop.kernels.batch_loss` writes them, shared
+    with the second thread through ``arena`` (empty: on this thread alone; alone, only below
+    ``alone_limit``). Returns COMPUTED, WAKE (computed, and the second thread should be woken), or
+    the longest target when the losses are left to the caller."""
     classes = logits.shape[2]
     longest, here = _scanned(mask, labels, classes, collapse, work_limit, lengths, targets, target_lengths, fault)
     if not here:

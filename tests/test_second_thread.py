@@ -73,14 +73,17 @@ def test_a_shared_batch_gives_the_bits_of_one_thread(dtype: type, gradient: bool
     control = small_batch.control_block(space)
     cases = [(batch(seed, dtype), alone(batch(seed, dtype), gradient)) for seed in range(12)]  # compiled first
     thread = serving(space)
-    for inputs, expected in cases:
-        before = int(control[small_batch.POSTED])
+    deadline = time.monotonic() + 120
+    calls = 0
+    while calls < len(cases) or control[small_batch.DONE] < 3:  # the thread took halves (it may be late)
+        assert time.monotonic() < deadline, "the second thread took fewer than three halves in two minutes"
+        inputs, expected = cases[calls % len(cases)]
         got = one_call(space, inputs, gradient)
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_array_equal(a, b)
             assert a.dtype == b.dtype
-        assert control[small_batch.POSTED] == control[small_batch.TAKEN] > before
-    assert control[small_batch.DONE] > 0, "the second thread never took a half"
+        assert control[small_batch.POSTED] == control[small_batch.TAKEN] == calls + 1
+        calls += 1
     thread.join(60)
     assert not thread.is_alive() and control[small_batch.AWAKE] == 0
 
