@@ -57,6 +57,8 @@ PARALLEL_WORK = 1 << 14
 PAIR_WORK = 1 << 17
 # A unit of the gradient's work costs about twice one of the loss's: its work is counted twice.
 GRADIENT_WORK = 2
+# The environment variable that sets the thread count (read at the first call).
+THREADS_VARIABLE = "CTCOP_NUM_THREADS"
 # The largest thread count accepted: far above any CPU count the core can use, far below what
 # exhausts a process's threads.
 MAX_THREADS = 1024
@@ -78,11 +80,11 @@ if hasattr(os, "register_at_fork"):
 
 
 def _default_threads() -> int:
-    text = os.environ.get("CTCOP_NUM_THREADS", "").strip()
+    text = os.environ.get(THREADS_VARIABLE, "").strip()
     if text:
         if not text.isdigit() or not 1 <= int(text) <= MAX_THREADS:
             message = f"must be a positive integer, at most {MAX_THREADS}; got {text!r}"
-            raise InvalidInputError("CTCOP_NUM_THREADS", message)
+            raise InvalidInputError(THREADS_VARIABLE, message)
         return int(text)
     try:
         return min(len(os.sched_getaffinity(0)), MAX_THREADS)

@@ -21,7 +21,7 @@ import ctcop
 
 from .. import recursion
 
-ENV = "CTCOP_NUM_THREADS"
+ENV = recursion.THREADS_VARIABLE
 
 
 def _core(name: str) -> Any:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from .. import recursion
 from ..isolated import Failed, ForkServer, Lost, Worker
 from .result import Result, from_dict, to_dict
 from .runtimes import MODELS_VARIABLE
@@ -244,10 +245,12 @@ class Pool:
         """Run every task; the workers and their fork server are stopped however this ends (an
         interruption included). The workers share the exported models they build through a folder
         of the run's (:data:`.runtimes.MODELS_VARIABLE`), named in the environment the run's fork
-        server gives them."""
+        server gives them, and compute ctcop's own results on one thread each (the jobs run side by
+        side: ctcop's pool and second thread would only compete with them)."""
         pending = list(tasks)
         with tempfile.TemporaryDirectory(prefix="ctcop-models-") as models:
-            self.server = ForkServer(PRELOAD, {**os.environ, MODELS_VARIABLE: models})
+            environment = {**os.environ, MODELS_VARIABLE: models, recursion.THREADS_VARIABLE: "1"}
+            self.server = ForkServer(PRELOAD, environment)
             try:
                 while pending or any(s is not None and s.task is not None for s in self.slots):
                     self._assign(pending)
