@@ -235,6 +235,13 @@ def _small(logits: np.ndarray, limit: int) -> bool:
     return logits.size < limit and logits.dtype in _KERNEL_FLOATS and logits.flags.c_contiguous
 
 
+def _writable(array: np.ndarray) -> np.ndarray:
+    """``array``, or a copy where it is read-only: numba compiles a read-only array as another type,
+    so a read-only input (a memory map, a buffer) would compile the one-call kernels again instead
+    of loading them; a batch small enough for one call is cheap to copy."""
+    return array if array.flags.writeable else array.copy()
+
+
 def _in_one_call(
     checked: TimeMajorInputs,
     whole: Callable[[CanonicalBatch], _Result],
@@ -250,7 +257,8 @@ def _in_one_call(
     the batch, else ``whole`` of the batch it scanned (a fault raised, or a batch too large for one
     call)."""
     lengths, targets, target_lengths, fault = canonical.scan_buffers(checked)
-    inputs = (checked.logits, checked.mask_values, checked.label_values, checked.collapse, checked.merge_repeated)
+    logits, labels = _writable(checked.logits), _writable(checked.label_values)
+    inputs = (logits, checked.mask_values, labels, checked.collapse, checked.merge_repeated)
     pair = checked.logits.shape[1] > 1 and threads > 1
     arena = second_thread.shared(PAIR_WORK // 2) if pair else second_thread.ALONE
     longest = kernel(*inputs, *settings, lengths, targets, target_lengths, fault, *outputs, arena)

@@ -185,3 +185,15 @@ def test_a_napping_thread_spins_again_when_a_call_wants_it() -> None:
     assert control[small_batch.POSTED] == 1 == control[small_batch.TAKEN]
     thread.join(60)
     assert not thread.is_alive()
+
+
+def test_read_only_inputs_reuse_the_compiled_one_call_kernels() -> None:
+    logits, mask, labels = batch(11, samples=8)
+    expected = ctcop.ctc_loss(logits, mask, labels), ctcop.ctc_loss_grad(logits, mask, labels)
+    compiled = len(small_batch.losses.signatures) + len(small_batch.losses_and_grad.signatures)
+    logits.setflags(write=False)
+    labels.setflags(write=False)
+    np.testing.assert_array_equal(ctcop.ctc_loss(logits, mask, labels), expected[0])
+    for got, want in zip(ctcop.ctc_loss_grad(logits, mask, labels), expected[1], strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert len(small_batch.losses.signatures) + len(small_batch.losses_and_grad.signatures) == compiled
