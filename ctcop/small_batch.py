@@ -252,14 +252,13 @@ def _split(
     posted = (boxes[0], boxes[1], boxes[4])
     number = _post(control, logits, lengths, targets, target_lengths, settings, half, longest, posted)
     _compute(logits, lengths, targets, target_lengths, settings, 0, half, loglik, out, grad)
-    if atomics.swap_if(control, TAKEN, control[SINCE], number):  # not taken: computed here
+    taken_back = atomics.swap_if(control, TAKEN, control[SINCE], number)  # the thread was late
+    if not taken_back:
+        _wait_done(control, number)
+    if taken_back or atomics.load(control, FAILED) == number:
         _compute(logits, lengths, targets, target_lengths, settings, half, samples, loglik, out, grad)
     else:
-        _wait_done(control, number)
-        if atomics.load(control, FAILED) == number:
-            _compute(logits, lengths, targets, target_lengths, settings, half, samples, loglik, out, grad)
-        else:
-            _copy_out(control, half, boxes, loglik, out, grad)
+        _copy_out(control, half, boxes, loglik, out, grad)
     atomics.store(control, IN_USE, 0)
     return COMPUTED
 
