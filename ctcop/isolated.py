@@ -19,13 +19,16 @@ server's environment (given once, when the server starts) and the caller's ``sys
 for its streams, killed with its group and reaped (the server keeps it unreaped until the caller
 asks, so its pid is not reused before). Closing the server kills its workers with their groups; a
 server that dies otherwise takes its workers with it on Linux (the parent-death signal), not what
-they started. The conformance runner's workers (spec 10) are forked; ``ctcop eval``'s (spec 13)
+they started. Whatever this module started and was not ended is ended when the process that
+started it exits (also when a signal's exception came between a start and the block that would
+have ended it). The conformance runner's workers (spec 10) are forked; ``ctcop eval``'s (spec 13)
 and the peak-memory probes (:mod:`ctcop.memory_probe`) are spawned. Core module: standard library
 only.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import json
@@ -36,8 +39,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import IO, Any
 
@@ -80,6 +84,54 @@ def death(returncode: int) -> str:
         return f"killed by {signal.Signals(-returncode).name}"
     except ValueError:
         return f"killed by signal {-returncode}"
+
+
+_LIVE: set[Worker | ForkServer] = set()  # started and not yet ended: ended at the latest when this process exits
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
+_deferring: list[bool] = []
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive in the block are handled when it ends (by the handlers they
+    had), so that a process is never started without being known to :data:`_LIVE`: an exception a
+    signal handler raises inside ``subprocess.Popen`` would lose a child that was already
+    started. Python runs signal handlers in the main thread only: elsewhere this changes nothing."""
+    if _deferring or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handlers = {signum: signal.getsignal(signum) for signum in _DEFERRED}
+    if None in handlers.values():  # a handler installed outside Python, which cannot be put back
+        yield
+        return
+    arrived: list[int] = []
+    _deferring.append(True)
+    try:
+        for signum in _DEFERRED:
+            signal.signal(signum, lambda number, _: arrived.append(number))
+        yield
+    finally:
+        _deferring.pop()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        for number in arrived[:1]:
+            handler = handlers[signal.Signals(number)]
+            if callable(handler):
+                handler(number, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(number)
+
+
+@atexit.register
+def _end_live() -> None:
+    """End every worker and fork server this process started and has not ended (an interruption
+    can come between a start and the block that ends it)."""
+    for started in list(_LIVE):
+        if isinstance(started, Worker):
+            started.end()
+    for started in list(_LIVE):
+        if isinstance(started, ForkServer):
+            started.close()
 
 
 # -- the worker's side ---------------------------------------------------------------------------
@@ -189,22 +241,24 @@ class ForkServer:
             mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             environment = {**(os.environ if self.env is None else self.env), PATH_VARIABLE: json.dumps(sys.path)}
             boot = _BOOT.format("fork_server", "fork_server")
-            try:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-c", boot, str(theirs.fileno()), json.dumps(self.preload)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    env=environment,
-                    pass_fds=(theirs.fileno(),),
-                    start_new_session=True,
-                )
-            except BaseException:
-                mine.close()
-                raise
-            finally:
-                theirs.close()
-            self._socket = mine
+            with _signals_deferred():  # started and registered, or not started
+                try:
+                    self.process = subprocess.Popen(
+                        [sys.executable, "-c", boot, str(theirs.fileno()), json.dumps(self.preload)],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        env=environment,
+                        pass_fds=(theirs.fileno(),),
+                        start_new_session=True,
+                    )
+                except BaseException:
+                    mine.close()
+                    raise
+                finally:
+                    theirs.close()
+                self._socket = mine
+                _LIVE.add(self)
         return self.process
 
     def _ask(self, order: Mapping[str, Any], fds: Sequence[int] = ()) -> Any:
@@ -262,14 +316,17 @@ class ForkServer:
 
     def _end(self) -> int:
         """:meth:`close`, saying how the server ended (its return code)."""
-        assert self.process is not None
-        process, self.process = self.process, None
+        process = self.process
+        assert process is not None
         self._socket.close()
         if process.poll() is None:  # unreaped, as are the workers it holds: their pids are theirs
             for pid in (*self._held, process.pid):
                 _kill(pid)
         self._held.clear()
-        return process.wait()
+        code = process.wait()
+        self.process = None
+        _LIVE.discard(self)
+        return code
 
 
 class Forked:
@@ -314,35 +371,37 @@ class Worker:
     ) -> None:
         if server is not None and (env is not None or not stdin == stdout == stderr == subprocess.DEVNULL):
             raise ValueError("a forked worker's streams are /dev/null and its environment is its server's")
-        requests, self._requests = os.pipe()
-        self._answers, answers = os.pipe()
-        self.process: subprocess.Popen[bytes] | Forked
-        try:
-            if server is not None:
-                self.process = server.start(target, (requests, answers))
-            else:
-                environment = {**(os.environ if env is None else env), PATH_VARIABLE: json.dumps(sys.path)}
-                self.process = subprocess.Popen(
-                    [sys.executable, "-c", _BOOT.format("serve", "serve"), target, str(requests), str(answers)],
-                    stdin=stdin,
-                    stdout=stdout,
-                    stderr=stderr,
-                    env=environment,
-                    pass_fds=(requests, answers),
-                    start_new_session=True,  # its own process group: killed with whatever it starts
-                )
-        except BaseException:
-            for fd in (self._requests, self._answers):
-                os.close(fd)
-            raise
-        finally:
-            os.close(requests)
-            os.close(answers)
-        self.pid = self.process.pid
-        self.ended: str | None = None
-        self._buffer = b""
-        self._sent = 0  # requests sent; answers come in the same order, each naming its request
-        self._answered = 0
+        with _signals_deferred():  # started and registered, or not started
+            requests, self._requests = os.pipe()
+            self._answers, answers = os.pipe()
+            self.process: subprocess.Popen[bytes] | Forked
+            try:
+                if server is not None:
+                    self.process = server.start(target, (requests, answers))
+                else:
+                    environment = {**(os.environ if env is None else env), PATH_VARIABLE: json.dumps(sys.path)}
+                    self.process = subprocess.Popen(
+                        [sys.executable, "-c", _BOOT.format("serve", "serve"), target, str(requests), str(answers)],
+                        stdin=stdin,
+                        stdout=stdout,
+                        stderr=stderr,
+                        env=environment,
+                        pass_fds=(requests, answers),
+                        start_new_session=True,  # its own process group: killed with whatever it starts
+                    )
+            except BaseException:
+                for fd in (self._requests, self._answers):
+                    os.close(fd)
+                raise
+            finally:
+                os.close(requests)
+                os.close(answers)
+            self.pid = self.process.pid
+            self.ended: str | None = None
+            self._buffer = b""
+            self._sent = 0  # requests sent; answers come in the same order, each naming its request
+            self._answered = 0
+            _LIVE.add(self)
 
     def __enter__(self) -> Worker:
         return self
@@ -423,6 +482,7 @@ class Worker:
             for fd in (self._requests, self._answers):
                 with contextlib.suppress(OSError):
                     os.close(fd)
+            _LIVE.discard(self)
         return self.ended
 
 

@@ -239,3 +239,53 @@ def test_a_forked_worker_dies_with_its_server_and_a_fresh_server_forks_the_next(
         assert forks.process.pid != first
     finally:
         forks.close()
+
+
+# A caller whose SIGTERM handler raises, and a signal that arrives inside ``subprocess.Popen``,
+# after the worker's process has started: the worker is known, the exception is raised once it is,
+# and the caller's exit ends it (it would otherwise sleep on, importing its target).
+INTERRUPTED_WHILE_STARTING = """
+import signal, subprocess, sys
+
+sys.path.insert(0, sys.argv[1])
+from ctcop import isolated
+
+
+class Interrupting(subprocess.Popen):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        print(self.pid, flush=True)
+        signal.raise_signal(signal.SIGTERM)
+
+
+def stop(signum, frame):
+    raise KeyboardInterrupt
+
+
+signal.signal(signal.SIGTERM, stop)
+subprocess.Popen = Interrupting
+try:
+    isolated.Worker("slow_import:anything")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_a_worker_started_as_a_signal_interrupts_its_caller_is_ended_when_the_caller_exits(tmp_path: Path) -> None:
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(600)\n")
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_WHILE_STARTING, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    pid, said = done.stdout.split()
+    assert said == "interrupted"
+    assert not alive(int(pid)), "the worker outlived its caller"
+
+
+def test_a_worker_never_ended_is_ended_when_its_caller_exits(tmp_path: Path) -> None:
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(600)\n")
+    script = "import sys; sys.path.insert(0, sys.argv[1]); from ctcop import isolated\n"
+    script += "print(isolated.Worker('slow_import:anything').pid, isolated.ForkServer([])._started().pid)"
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [alive(int(pid)) for pid in done.stdout.split()] == [False, False]
