@@ -3,8 +3,9 @@
 Two threads that hand work to each other through an int64 array (:mod:`ctcop.second_thread`)
 read and write its elements with these: a load that later reads cannot move before (acquire), a
 store that earlier writes cannot move after (release), a compare-and-swap that one thread only
-wins, ``pause``, which tells the CPU that the loop around it is waiting, and ``nap``, a sleep that
-needs no GIL. numba offers none of them; each is one LLVM instruction or C call.
+wins, ``pause``, which tells the CPU that the loop around it is waiting, ``give_way``, which lets
+another thread waiting for this one's CPU run first, and ``nap``, a sleep that needs no GIL. numba
+offers none of them; each is one LLVM instruction or C call.
 """
 
 from __future__ import annotations
@@ -95,8 +96,23 @@ def _nap(typing_context: Any, microseconds: Any) -> Any:
     return types.void(microseconds), codegen
 
 
+def _give_way(typing_context: Any) -> Any:
+    """Let a thread that waits for this thread's CPU run first, returning at once when none does
+    (the C library's ``sched_yield``; where the target has none, Windows, return at once)."""
+
+    def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: list[ir.Value]) -> ir.Value:
+        if "windows" not in builder.module.triple:
+            yielding = ir.FunctionType(ir.IntType(32), [])
+            function = builder.module.globals.get("sched_yield") or ir.Function(builder.module, yielding, "sched_yield")
+            builder.call(function, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
 load = cast(Any, intrinsic(_load))
 store = cast(Any, intrinsic(_store))
 swap_if = cast(Any, intrinsic(_swap_if))
 pause = cast(Any, intrinsic(_pause))
 nap = cast(Any, intrinsic(_nap))
+give_way = cast(Any, intrinsic(_give_way))

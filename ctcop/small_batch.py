@@ -49,6 +49,10 @@ SPLIT_WORK = 1 << 9
 # before it sleeps in Python (where waking it needs the GIL: up to tens of milliseconds while the
 # calling thread is busy).
 SPINS = 1 << 13
+# Every this many rounds a spinning thread gives way to a thread waiting for its CPU: where the
+# scheduler has put both threads on one CPU (the other one busy), the spinning one would otherwise
+# hold it for a whole time slice, milliseconds, while the other one has the work to do.
+GIVE_WAY_ROUNDS = 1 << 6
 NAP_FIRST_US, NAP_MOST_US, NAPPING_US = 50, 5_000, 1_000_000
 # Indices into the control block.
 POSTED, TAKEN, DONE, FAILED, AWAKE, IN_USE, WANTED, SINCE = 0, 1, 2, 3, 4, 5, 6, 7
@@ -270,10 +274,19 @@ def _wait_done(control: np.ndarray, number: int) -> None:
     rounds = 0
     while atomics.load(control, DONE) != number:
         if rounds < SPINS:
-            atomics.pause()
+            _spin(rounds)
             rounds += 1
         else:
             atomics.nap(NAP_FIRST_US)
+
+
+@compiled
+def _spin(rounds: int) -> None:
+    """One round of a spinning wait: the spin-wait hint, and every GIVE_WAY_ROUNDS rounds the CPU
+    to a thread waiting for it."""
+    atomics.pause()
+    if rounds % GIVE_WAY_ROUNDS == GIVE_WAY_ROUNDS - 1:
+        atomics.give_way()
 
 
 @compiled
@@ -315,7 +328,7 @@ def serve(arena: np.ndarray, spins: int, napping_us: int) -> None:
             atomics.store(control, AWAKE, 1)
             _take(control, arena, number)
         elif idle < spins:
-            atomics.pause()
+            _spin(idle)
             idle += 1
         elif napped >= napping_us:
             break
