@@ -73,6 +73,9 @@ def _as_array(value: Any, name: str) -> np.ndarray:
 # Bytes per element of the working copies the core makes of an input (int64 mask and labels, a
 # float64 gradient or float32/float64 logits): what the size budget counts.
 WORKING_BYTES = 8
+# Working memory that check_size grants without reading the system's limits (a syscall and a file
+# read per call, more than a small batch's whole computation).
+ALWAYS_FITS = 1 << 20
 
 
 @cache  # constant for the life of the process
@@ -132,9 +135,14 @@ def _gib(size: int) -> str:
 def check_size(arrays: Sequence[tuple[str, np.ndarray]]) -> None:
     """Refuse inputs whose working copies cannot fit in memory, before anything is allocated:
     ``InvalidInputError`` naming the largest input, its shape and the bytes. Counts elements
-    (a broadcast, stride-0 view counts every element it shows), WORKING_BYTES each."""
-    budget = memory_budget()
+    (a broadcast, stride-0 view counts every element it shows), WORKING_BYTES each. Up to
+    ALWAYS_FITS bytes the limits are not read (a process without that much room fails at its next
+    allocation anyway, which :func:`ctcop.errors.refusing_memory_errors` turns into an
+    ``InvalidInputError`` naming the input)."""
     total = sum([array.size for _, array in arrays]) * WORKING_BYTES
+    if total <= ALWAYS_FITS:
+        return
+    budget = memory_budget()
     if budget is not None and total > budget:
         size, name, shape = max((int(array.size) * WORKING_BYTES, name, array.shape) for name, array in arrays)
         raise InvalidInputError(

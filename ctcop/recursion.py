@@ -106,6 +106,9 @@ def set_num_threads(threads: int) -> None:
 def get_num_threads() -> int:
     """The number of threads the core runs on."""
     global _threads
+    threads = _threads  # set once, or by set_num_threads: one read, no lock
+    if threads is not None:
+        return threads
     with _pool_lock:
         if _threads is None:
             _threads = _default_threads()
