@@ -165,49 +165,20 @@ def test_an_implementation_that_raises_is_an_error_cell() -> None:
     inputs = shapes.draw(shapes.FULL[2], 2)
     protocol = timing.Protocol(1, 1, 0, 0.0)
     broken_one = Implementation("x", "x", "x", (), broken)
-    entry = timing.prepared(broken_one, shapes.FULL[2], 2, timing.Reference(inputs), protocol)
-    assert entry[1] is None
-    timing.time_in_turns([entry], protocol, 3)
-    cell = entry[0]
+    cell = timing.measure(broken_one, shapes.FULL[2], 2, timing.Reference(inputs), protocol)
     assert (cell.status, cell.message, cell.timing) == ("error", "RuntimeError: no kernel for this", None)
 
 
 def test_timing_runs_at_least_repeat_times_and_until_the_minimum_time(monkeypatch) -> None:
     calls = []
-    result = timing.timing(timing.runs(lambda: calls.append(1), 5, 0.0))
+    result = timing.timed(lambda: calls.append(1), 5, 0.0)
     assert result.runs == 5 == len(calls) and result.min_s <= result.median_s <= result.max_s
     # On a clock that each call moves by 4 ms (a real clock would make the count depend on the
     # machine's speed), a minimum of 10 ms takes three runs where one was asked for.
     clock = [0.0]
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-    slow = timing.timing(timing.runs(lambda: clock.__setitem__(0, clock[0] + 0.004), 1, 0.01))
+    slow = timing.timed(lambda: clock.__setitem__(0, clock[0] + 0.004), 1, 0.01)
     assert slow.runs == 3 and slow.min_s == pytest.approx(0.004)
-
-
-def test_implementations_take_turns_each_round_after_its_warm_up() -> None:
-    """Two implementations timed in three rounds: each round runs one's warm-up and timed calls,
-    then the other's; each cell's timing holds all of its rounds' runs; one that raises in the
-    second round becomes an error cell and leaves the turns."""
-    log: list[str] = []
-
-    def calls(name: str, fail_at: int | None = None) -> Prepared:
-        def call() -> tuple[np.ndarray, None]:
-            log.append(name)
-            if fail_at is not None and len([x for x in log if x == name]) == fail_at:
-                raise RuntimeError("gone")
-            return np.zeros(2), None
-
-        return Prepared(call)
-
-    protocol = timing.Protocol(1, 6, 1, 0.0)
-    shape = shapes.FULL[2]
-    entries = [(timing.Cell(name, shape, 2, "ok"), calls(name, fail)) for name, fail in (("a", None), ("b", 5))]
-    timing.time_in_turns(entries, protocol, 3)
-    # per round: one warm-up and two timed calls (6 runs over 3 rounds); b fails in round 2
-    assert "".join(log) == "aaabbbaaabbaaa"
-    (a, _), (b, _) = entries
-    assert a.status == "ok" and a.timing is not None and a.timing.runs == 6
-    assert (b.status, b.message, b.timing) == ("error", "RuntimeError: gone", None)
 
 
 @pytest.mark.parametrize(
@@ -272,15 +243,15 @@ import sys
 from ctcop import cli
 from ctcop.bench import run
 
-prepared = run.prepared
+measure = run.measure
 
 
 def announced(implementation: object, shape: object, batch: int, *rest: object) -> object:
     print(f"measuring N={batch}", flush=True)
-    return prepared(implementation, shape, batch, *rest)
+    return measure(implementation, shape, batch, *rest)
 
 
-run.prepared = announced
+run.measure = announced
 sys.exit(cli.main(sys.argv[1:]))
 """
 

@@ -15,7 +15,7 @@ from ..errors import InvalidInputError
 from . import memory, results, shapes, threads
 from .implementations import IMPLEMENTATIONS, default_names
 from .results import Results, Settings
-from .timing import ROUNDS, ROUNDS_MAX_BYTES, Reference, prepared, time_in_turns
+from .timing import Reference, measure
 
 MAX_BATCH = 65536
 # Peak memory is measured at the largest N up to MEMORY_BATCH of each shape whose logits then
@@ -104,17 +104,10 @@ def run(settings: Settings, found: Results, step: Callable[[str], Any]) -> None:
         for shape in settings.shapes:
             for batch in shape.batches:
                 reference = Reference(shapes.draw(shape, batch))
-                entries = []
                 for implementation in timed:
                     step(f"{shape.name} N={batch} {implementation.column}")
-                    entries.append(prepared(implementation, shape, batch, reference, settings.protocol))
-                    if reference.inputs.logits.nbytes > ROUNDS_MAX_BYTES:  # timed alone, then let go
-                        time_in_turns(entries[-1:], settings.protocol, 1)
-                        entries[-1] = (entries[-1][0], None)
-                if reference.inputs.logits.nbytes <= ROUNDS_MAX_BYTES:
-                    time_in_turns(entries, settings.protocol, ROUNDS)
-                found.cells += [cell for cell, _ in entries]
-                del reference, entries
+                    found.cells.append(measure(implementation, shape, batch, reference, settings.protocol))
+                del reference
         for name, shape, batch in memory_plan(settings, found.timed_names()):
             step(f"memory {IMPLEMENTATIONS[name].column} {shape.name} N={batch}")
             found.memory.append(memory.measure(name, shape, batch, settings.protocol.threads))

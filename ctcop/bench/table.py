@@ -10,7 +10,7 @@ from .implementations import IMPLEMENTATIONS
 from .memory import METHOD, Memory
 from .ratios import ratio_value, usable_ratios
 from .results import Results
-from .timing import ROUNDS, ROUNDS_MAX_BYTES, Cell
+from .timing import Cell
 
 WRONG = "!"  # after a time whose check failed
 
@@ -65,10 +65,8 @@ def head(results: Results) -> list[str]:
         f"ctcop bench{' --quick' if settings.quick else ''}: {machine['cpu']}, {machine['cores']} cores"
         f"{'' if load is None else f' (load average {load:.2f} at the start)'}; "
         f"{protocol.threads} thread(s) for every implementation",
-        f"median of at least {protocol.repeat} runs (and {protocol.min_time_s:g} s) after a checked call, in "
-        f"{ROUNDS} rounds in which the implementations take turns, each turn after {protocol.warmup} warm-up "
-        f"call(s) (1 round above {ROUNDS_MAX_BYTES >> 20} MiB of logits); milliseconds per batch; float32 logits, "
-        "every frame active",
+        f"median of at least {protocol.repeat} runs (and {protocol.min_time_s:g} s) after {protocol.warmup} warm-up "
+        "call(s) and a checked one; milliseconds per batch; float32 logits, every frame active",
         "versions: " + ", ".join(f"{name} {version}" for name, version in results.versions.items()),
     ]
     if results.missing:

@@ -7,20 +7,14 @@ atol 1e-12); a gradient by the conformance suite's gradient rule
 (:func:`ctcop.conformance.verdict.compare_grad`) against ``ctcop.ctc_loss_grad``. A cell that
 fails is still timed and is marked wrong in the table.
 
-**Timing.** The implementations of one shape and N take turns in ROUNDS rounds (one round where
-the logits exceed ROUNDS_MAX_BYTES, so that no more than one implementation's copies of large
-inputs are alive at a time): in each round, each implementation makes ``warmup`` more calls, then
-at least its share of ``repeat`` timed calls and more until they add up to its share of
-``min_time_s`` (at most :data:`MAX_RUNS` in all), with Python's garbage collector paused. A machine
-that slows down for a while (another tenant, a frequency change) then slows every implementation's
-runs alike, not one cell: their ratios hold. The median of all of a cell's runs is the figure; min
-and max are kept.
+**Timing.** ``warmup`` more calls, then at least ``repeat`` timed calls and more until they add up
+to ``min_time_s`` (at most :data:`MAX_RUNS`), with Python's garbage collector paused; the median
+is the figure, min and max are kept.
 """
 
 from __future__ import annotations
 
 import gc
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -35,12 +29,10 @@ import ctcop
 from ..conformance.verdict import compare_grad
 from ..tolerance import compare
 from .implementations import Implementation
-from .prepared import Prepared, Result
+from .prepared import Result
 from .shapes import Inputs, Shape
 
 MAX_RUNS = 1000
-ROUNDS = 3
-ROUNDS_MAX_BYTES = 1 << 26  # 64 MiB of logits
 
 
 @dataclass(frozen=True)
@@ -104,24 +96,18 @@ def check(result: Result, reference: Reference) -> str | None:
     return compare_grad(grad, reference.grad, reference.loss, grad.dtype.name, 1)
 
 
-def runs(call: Callable[[], Any], repeat: int, min_time_s: float, most: int = MAX_RUNS) -> list[float]:
-    """The seconds of at least ``repeat`` calls, and more until they add up to ``min_time_s``
-    (at most ``most``), with Python's garbage collector paused."""
+def timed(call: Callable[[], Any], repeat: int, min_time_s: float) -> Timing:
     times: list[float] = []
     enabled = gc.isenabled()
     gc.disable()
     try:
-        while len(times) < most and (len(times) < repeat or sum(times) < min_time_s):
+        while len(times) < MAX_RUNS and (len(times) < repeat or sum(times) < min_time_s):
             start = time.perf_counter()
             call()
             times.append(time.perf_counter() - start)
     finally:
         if enabled:
             gc.enable()
-    return times
-
-
-def timing(times: list[float]) -> Timing:
     return Timing(statistics.median(times), min(times), max(times), len(times))
 
 
@@ -133,49 +119,25 @@ class Protocol:
     min_time_s: float
 
 
-def _failed(cell: Cell, error: Exception) -> None:
-    text = " ".join(str(error).split()) or type(error).__name__
-    cell.status, cell.message, cell.timing = "error", f"{type(error).__name__}: {text[:300]}", None
-
-
-def prepared(
-    implementation: Implementation, shape: Shape, batch: int, reference: Reference, protocol: Protocol
-) -> tuple[Cell, Prepared | None]:
-    """``implementation`` prepared on ``reference.inputs``, its first call checked: the cell so
-    far and the prepared call (None when it raised: an error cell)."""
+def measure(implementation: Implementation, shape: Shape, batch: int, reference: Reference, protocol: Protocol) -> Cell:
+    """Prepare, check and time ``implementation`` on ``reference.inputs``."""
     cell = Cell(implementation.name, shape, batch, "ok")
     try:
         start = time.perf_counter()
-        ready = implementation.prepare(reference.inputs, protocol.threads)
+        prepared = implementation.prepare(reference.inputs, protocol.threads)
         cell.prepare_s = time.perf_counter() - start
-        cell.compile_s = ready.compile_s
+        cell.compile_s = prepared.compile_s
         start = time.perf_counter()
-        result = ready.call()
+        result = prepared.call()
         cell.first_s = time.perf_counter() - start
         if implementation.checked:
             cell.message = check(result, reference)
             cell.status = "ok" if cell.message is None else "wrong"
-        return cell, ready
+        del result
+        for _ in range(protocol.warmup):
+            prepared.call()
+        cell.timing = timed(prepared.call, protocol.repeat, protocol.min_time_s)
     except Exception as error:  # a library's failure is the cell's, not the bench's
-        _failed(cell, error)
-        return cell, None
-
-
-def time_in_turns(entries: list[tuple[Cell, Prepared | None]], protocol: Protocol, rounds: int) -> None:
-    """Time the prepared calls of one shape and N in ``rounds`` rounds (module docstring), into
-    their cells; a call that raises makes its cell an error and leaves the turns."""
-    times: dict[int, list[float]] = {index: [] for index, (_, ready) in enumerate(entries) if ready is not None}
-    share = (math.ceil(protocol.repeat / rounds), protocol.min_time_s / rounds, MAX_RUNS // rounds)
-    for _ in range(rounds):
-        for index in list(times):
-            cell, ready = entries[index]
-            assert ready is not None
-            try:
-                for _ in range(protocol.warmup):
-                    ready.call()
-                times[index] += runs(ready.call, *share)
-            except Exception as error:  # a library's failure is the cell's, not the bench's
-                _failed(cell, error)
-                del times[index]
-    for index, taken in times.items():
-        entries[index][0].timing = timing(taken)
+        text = " ".join(str(error).split()) or type(error).__name__
+        cell.status, cell.message, cell.timing = "error", f"{type(error).__name__}: {text[:300]}", None
+    return cell
