@@ -371,7 +371,9 @@ class Worker:
     ) -> None:
         if server is not None and (env is not None or not stdin == stdout == stderr == subprocess.DEVNULL):
             raise ValueError("a forked worker's streams are /dev/null and its environment is its server's")
-        with _signals_deferred():  # started and registered, or not started
+        # Spawned: started and registered, or not started. Forked: an interruption while its server
+        # forks it ends the server with its workers (ForkServer._ask), which may take a while to answer.
+        with _signals_deferred() if server is None else contextlib.nullcontext():
             requests, self._requests = os.pipe()
             self._answers, answers = os.pipe()
             self.process: subprocess.Popen[bytes] | Forked
