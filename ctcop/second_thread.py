@@ -5,7 +5,7 @@ One per process, made at the first batch of two or more samples computed on two 
 shared its batch with it: that call loads the thread's compiled wait, :func:`ctcop.small_batch.serve`,
 itself (so that the thread, which would need the GIL for it, does not slow the calls that follow),
 then starts it. The thread sleeps until a call wakes it, then waits in ``serve`` for posted halves,
-spinning (about 200 microseconds on this project's machine), then napping between looks at the
+spinning (about 0.3 milliseconds on this project's machine), then napping between looks at the
 control block (where the C library has ``usleep``: not on Windows), and goes back to sleep after
 about a second with none. A call finds it awake when calls follow each other
 closely (a training loop, a benchmark); one that finds it asleep computes alone and wakes it. One

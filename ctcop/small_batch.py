@@ -44,10 +44,10 @@ NOT_HERE = -3  # (internal) a batch left to the caller
 # Work (kernels.work_units) from which a batch is shared with the second thread: about 20 us.
 SPLIT_WORK = 1 << 9
 # Rounds of the CPU's spin-wait hint the second thread waits for work before it naps (about 25 ns
-# each on this machine's CPU, about 200 us in all; the hint's length varies by CPU, and it is nothing
-# but a loop round on CPUs without one); its naps, in microseconds: the first, the longest, and how long it naps
-# before it sleeps in Python (where waking it needs the GIL: up to tens of milliseconds while the
-# calling thread is busy).
+# each on this machine's CPU, about 0.3 ms in all with the give-way calls; the hint's length
+# varies by CPU, and it is nothing but a loop round on CPUs without one); its naps, in
+# microseconds: the first, the longest, and how long it naps before it sleeps in Python (where
+# waking it needs the GIL: up to tens of milliseconds while the calling thread is busy).
 SPINS = 1 << 13
 # Every this many rounds a spinning thread gives way to a thread waiting for its CPU: where the
 # scheduler has put both threads on one CPU (the other one busy), the spinning one would otherwise
