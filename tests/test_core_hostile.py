@@ -327,6 +327,25 @@ def test_batch_composition_changes_no_bit() -> None:
     assert not padded[1][25:].any()
 
 
+def concurrent_disagreements(batches: list[tuple], expected: list[tuple], calls: int) -> list[str]:
+    """One Python thread per batch, all at once, each calling ``ctc_loss_grad`` ``calls`` times:
+    the batches whose loss or gradient was ever not bit-identical to ``expected``."""
+    failures: list[str] = []
+
+    def worker(k: int) -> None:
+        for _ in range(calls):
+            loss, grad = ctcop.ctc_loss_grad(*batches[k])
+            if not (np.array_equal(loss, expected[k][0]) and np.array_equal(grad, expected[k][1])):
+                failures.append(f"batch {k}")
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(batches))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return failures
+
+
 def test_concurrent_callers_get_the_serial_bits() -> None:
     """Four Python threads computing at once on a shared pool of 3 get bit-identical results."""
     rng = np.random.default_rng(9)
@@ -335,19 +354,7 @@ def test_concurrent_callers_get_the_serial_bits() -> None:
     try:
         ctcop.set_num_threads(3)
         serial = [ctcop.ctc_loss_grad(*batch) for batch in batches]
-        failures: list[str] = []
-
-        def worker(k: int) -> None:
-            for _ in range(15):
-                loss, grad = ctcop.ctc_loss_grad(*batches[k])
-                if not (np.array_equal(loss, serial[k][0]) and np.array_equal(grad, serial[k][1])):
-                    failures.append(f"batch {k}")
-
-        threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        failures = concurrent_disagreements(batches, serial, 15)
     finally:
         ctcop.set_num_threads(before)
     assert failures == []

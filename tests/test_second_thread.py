@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from test_core_hostile import concurrent_disagreements
 
 import ctcop
 from ctcop import canonical, recursion, second_thread, small_batch
@@ -129,20 +130,8 @@ def test_calls_from_many_threads_share_the_second_thread_and_agree() -> None:
     recursion.set_num_threads(1)
     expected = [ctcop.ctc_loss_grad(*x) for x in inputs]
     recursion.set_num_threads(2)
-    failures: list[str] = []
-
-    def calls(index: int) -> None:
-        for _ in range(200):
-            loss, grad = ctcop.ctc_loss_grad(*inputs[index])
-            if not (np.array_equal(loss, expected[index][0]) and np.array_equal(grad, expected[index][1])):
-                failures.append(f"batch {index}")
-
     try:
-        workers = [threading.Thread(target=calls, args=(i,)) for i in range(4)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        failures = concurrent_disagreements(inputs, expected, 200)
     finally:
         recursion.set_num_threads(recursion._default_threads())
     assert not failures
