@@ -14,10 +14,10 @@ from ctcop.conformance.runtimes import RUNTIMES
 from ctcop.onnx import function, onnx_model
 
 # Per step of the recursion: two Gathers and an Add (skip penalty) for the terms, Max, Clip, three
-# Sub/Clip/Exp for the weights, two Gathers and three Muls for the masses (not on a block's first
-# step, whose masses are 1), Sum, Clip, and an Add for the emission; one more Add where the stay
-# penalty applies.
-OPS_PER_STEP = 22
+# Sub/Exp for the weights, two Gathers and three Muls for the masses (not on a block's first step,
+# whose masses are 1), Sum and an Add for the emission; one more Add where the stay penalty
+# applies.
+OPS_PER_STEP = 18
 
 
 def _graphs(graph: onnx.GraphProto | onnx.FunctionProto) -> list[onnx.GraphProto]:
@@ -51,16 +51,6 @@ def test_the_forward_body_is_a_short_run_of_cheap_operators() -> None:
         # ReduceMax and one Where per block, for the offset.
         assert ops["ReduceMax"] == ops["Where"] == 1
         assert not {"Concat", "Transpose", "ScatterElements", "ReduceSum", "ReduceLogSumExp"} & set(ops)
-
-
-def test_every_exponent_in_the_recursion_is_raised_to_the_floor() -> None:
-    # onnxruntime's float32 Exp takes about seven times longer on an element whose result is
-    # subnormal or zero, exp(-inf) included; the floor makes every result normal.
-    for body in _forward_bodies():
-        producers = {output: node for node in body.node for output in node.output}
-        for node in body.node:
-            if node.op_type == "Exp":
-                assert producers[node.input[0]].op_type == "Clip"
 
 
 def _case(frames: int, batch: int, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
