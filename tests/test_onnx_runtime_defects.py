@@ -258,3 +258,37 @@ def test_d20_onnxruntime_middle_axis_reduction_rounds_by_batch_size() -> None:
     )
     if reproduces("D20", not np.array_equal(alone, batch)):
         assert np.allclose(alone, batch, rtol=1e-14, atol=0)
+
+
+def _reversing_model(descending_range: bool) -> onnx.ModelProto:
+    """``x[:, ::-1]`` for int64 ``x`` [N, L], L read from its shape: a Gather of Range(L - 1, -1,
+    -1), or (``descending_range`` false, as the function reverses targets) of L - 1 - Range(0, L, 1)."""
+
+    def const(name: str, value: int) -> onnx.NodeProto:
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64, [], [value]))
+
+    axes = helper.make_node("Constant", [], ["axes"], value=helper.make_tensor("axes", TensorProto.INT64, [1], [0]))
+    nodes = [axes, const("zero", 0), const("one", 1), const("minus_one", -1)]
+    nodes += [
+        helper.make_node("Shape", ["x"], ["dims"], start=1, end=2),
+        helper.make_node("Squeeze", ["dims", "axes"], ["width"]),
+    ]
+    nodes.append(helper.make_node("Sub", ["width", "one"], ["last"]))
+    if descending_range:
+        nodes.append(helper.make_node("Range", ["last", "minus_one", "minus_one"], ["index"]))
+    else:
+        nodes.append(helper.make_node("Range", ["zero", "width", "one"], ["positions"]))
+        nodes.append(helper.make_node("Sub", ["last", "positions"], ["index"]))
+    nodes.append(helper.make_node("Gather", ["x", "index"], ["y"], axis=1))
+    return _model(nodes, [("x", TensorProto.INT64)], "y", TensorProto.INT64)
+
+
+def test_d51_onnxruntime_optimizer_empties_a_gather_of_a_descending_range() -> None:
+    x = np.arange(6, dtype=np.int64).reshape(3, 2)
+    expected = x[:, ::-1]
+    descending = _reversing_model(descending_range=True)
+    assert np.array_equal(_session(descending, optimized=False).run(None, {"x": x})[0], expected)
+    assert np.array_equal(_session(_reversing_model(descending_range=False)).run(None, {"x": x})[0], expected)
+    got = _session(descending).run(None, {"x": x})[0]
+    if reproduces("D51", not np.array_equal(got, expected)):
+        assert got.size == 0

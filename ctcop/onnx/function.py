@@ -229,8 +229,8 @@ def _reversed(g: GraphBuilder, targets: str) -> str:
     """[N, L] ``targets`` with the L positions in reverse order: a sample's target read backwards,
     after L - L_n pads (its second lane's target, see _lattice)."""
     positions = _positions(g, targets)
-    # L - 1 - position, not a Range from L - 1 with step -1: onnxruntime 1.32 gave an empty one
-    # here (from a Shape; a Range of constants comes out right).
+    # L - 1 - position, not a Range from L - 1 with step -1, whose Gather onnxruntime's optimizer
+    # turns into an empty tensor (D51).
     last = g.Sub(g.Shape(targets, start=1, end=2), g.i64([1]))
     return g.Gather(targets, g.Sub(last, positions), axis=1)
 
