@@ -343,7 +343,7 @@ def _nonfinite(g: GraphBuilder, log_sum: str, bottom: str, compute: int, axis_of
 @dataclass(frozen=True)
 class _EmissionInputs:
     """What the emission stage reads: ``inputs``, its rows [T * N, C], the frames, the active
-    mask [T, N], the distinct classes of the states [1 + L, N] and the column of each row
+    mask [T, N], the distinct classes of the lanes' states [1 + L, 2N] and the column of each row
     [2 + S] (see _Lattice), the row count [1], the blank (scalar), the sizes and the compute
     type."""
 
@@ -361,9 +361,9 @@ class _EmissionInputs:
 
 @dataclass(frozen=True)
 class _BlockEmissions:
-    """Where the Loop body finds a block's emissions [UNROLL * (2 + S), N]: block b of
-    ``source``, which is [B, UNROLL * (2 + S), N] emissions, or with an ``index`` [UNROLL, 1 + L,
-    N] (int32) [B, UNROLL, C, N] log-probabilities by class that GatherElements reads once per
+    """Where the Loop body finds a block's emissions [UNROLL * (2 + S), 2N]: block b of
+    ``source``, which is [B, UNROLL * (2 + S), 2N] emissions, or with an ``index`` [UNROLL, 1 + L,
+    2N] (int32) [B, UNROLL, C, 2N] log-probabilities by class that GatherElements reads once per
     distinct class, and ``spread`` [2 + S] the column of each row (see _Lattice)."""
 
     source: str
@@ -378,9 +378,9 @@ def _waiting_emissions(g: GraphBuilder, classes: str, blank: str, compute: int) 
 
 
 def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, str]:
-    """Up to FEW_CLASSES classes (C > 0): the log-softmax of the frame each step reads, [P, C, N]
+    """Up to FEW_CLASSES classes (C > 0): the log-softmax of the frame each step reads, [P, C, 2N]
     (a Gather of rows; a waiting step reads an appended row whose log-softmax is ln 1 for the
-    blank and ln 0 for the other classes), in blocks [B, UNROLL, C, N]; the Loop body gathers each
+    blank and ln 0 for the other classes), in blocks [B, UNROLL, C, 2N]; the Loop body gathers each
     block's emissions with one GatherElements (onnx.reference's takes at most 32 choices under
     NumPy 1). Returns the branch, the block emissions and [N] true for a sample with an active
     non-finite frame."""
@@ -390,8 +390,8 @@ def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, s
     rows = g.Concat(ctx.rows, g.CastLike(blank_only, ctx.x), axis=0)
     waiting_row = g.Mul(ctx.sizes.frame_count, ctx.sizes.batch)
     read = g.Gather(rows, g.Where(ctx.frames.waiting, waiting_row, ctx.frames.rows), axis=0)
-    # The classes on axis 1 before the log-softmax: onnxruntime subtracts [P, 1, N] from
-    # [P, C, N] about three times faster than [P, N, 1] from [P, N, C].
+    # The classes on axis 1 before the log-softmax: onnxruntime subtracts [P, 1, 2N] from
+    # [P, C, 2N] about three times faster than [P, 2N, 1] from [P, 2N, C].
     stats = _stats(g, g.Transpose(g.Cast(read, to=ctx.compute), perm=[0, 2, 1]), axis=1)
     by_class = g.Sub(stats.centred, stats.log_sum)
     blocks = g.Concat(
@@ -411,7 +411,7 @@ def _many_classes(ctx: _EmissionInputs, chunked: bool) -> tuple[GraphBuilder, li
     _chunked_terms; else of all frames at once); then a Gather of each state's logit from the flat
     ``inputs`` at the frame each step reads, and (x - max) - ln sum exp(x - max) on the gathered
     values only, once per distinct class, spread to the rows. Returns the branch, the emissions
-    [P, 2 + S, N] and [N] true for a sample with an active non-finite frame."""
+    [P, 2 + S, 2N] and [N] true for a sample with an active non-finite frame."""
     g = GraphBuilder("many_classes_")
     if chunked:
         terms = _chunked_terms(g, ctx)
@@ -421,7 +421,7 @@ def _many_classes(ctx: _EmissionInputs, chunked: bool) -> tuple[GraphBuilder, li
     top, log_sum, bottom = (g.fresh(name) for name in ("top", "log_sum", "bottom"))
     g.node("Split", [terms], [top, log_sum, bottom], axis=2, num_outputs=3)
     nonfinite = any_along(g, g.And(_nonfinite(g, log_sum, bottom, ctx.compute), ctx.active), 0)
-    # The terms of the frame each step reads, as [P, 1, N] columns.
+    # The terms of the frame each step reads, as [P, 1, 2N] columns.
     flat_terms = g.Reshape(terms, g.i64([-1, 3]))
     step_terms = [
         g.Unsqueeze(g.Gather(g.Gather(flat_terms, g.i64(k), axis=1), ctx.frames.rows, axis=0), g.i64([1]))
