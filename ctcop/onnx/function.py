@@ -331,13 +331,13 @@ def _stats(g: GraphBuilder, logits: str, axis: int = 2) -> _Stats:
     return _Stats(centred, top, log_sum, g.ReduceMin(logits, classes, keepdims=1))
 
 
-def _nonfinite(g: GraphBuilder, log_sum: str, bottom: str, compute: int, axis_of_classes: int = 2) -> str:
+def _nonfinite(g: GraphBuilder, log_sum: str, bottom: str, compute: int, axis: int = 2) -> str:
     """[F, N] true where a frame is non-finite: its log-sum is NaN or its minimum infinite (the
-    terms of _stats for the classes on ``axis_of_classes``)."""
+    terms of _stats for the classes on ``axis``)."""
     # Squeezed first: onnxruntime compares [F, N, 1] with a scalar about 15 times slower than
     # [F, N] (a slow path for a last dimension of 1).
-    axis = g.i64([axis_of_classes])
-    return g.Or(_is_nan(g, g.Squeeze(log_sum, axis)), _is_inf(g, g.Squeeze(bottom, axis), compute))
+    classes = g.i64([axis])
+    return g.Or(_is_nan(g, g.Squeeze(log_sum, classes)), _is_inf(g, g.Squeeze(bottom, classes), compute))
 
 
 @dataclass(frozen=True)
@@ -400,7 +400,7 @@ def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, s
     shape = g.Concat(g.i64([UNROLL]), g.Shape(ctx.distinct), axis=0)
     # int32 indices: onnxruntime's GatherElements takes about two thirds of the time.
     index = g.Expand(g.Unsqueeze(g.Cast(ctx.distinct, to=TensorProto.INT32), g.i64([0])), shape)
-    bad = _nonfinite(g, stats.log_sum, stats.bottom, ctx.compute, axis_of_classes=1)
+    bad = _nonfinite(g, stats.log_sum, stats.bottom, ctx.compute, axis=1)
     by_lane = any_along(g, g.And(bad, g.Not(ctx.frames.waiting)), 0)
     nonfinite = any_along(g, g.Reshape(by_lane, g.Concat(g.i64([2]), ctx.sizes.batch, axis=0), allowzero=1), 0)
     return g, _BlockEmissions(g.Reshape(by_class, blocks, allowzero=1), index, ctx.spread), nonfinite
@@ -516,25 +516,23 @@ def _loop_body(
     """UNROLL steps of the forward recursion (spec 4.5) as one Loop iteration, or with ``scan``
     one Scan iteration (the block of ``source`` is then the Scan's input, not a Gather).
 
-    Carried values: ``alpha`` [2 + S, 2N] in the compute type, the forward variables of each
-    lane minus its ``offset`` [1, 2N] (float64). Within the block a forward variable is a pair,
-    ``scale + ln(mass)``, so the block takes one Log, at its end (onnxruntime's float32 Log costs
-    about seven elementwise operators). Per step the three move terms of the scales are separate
-    tensors (the stay term needs no penalty when merge_repeated holds); the new scale is their
-    maximum (ln 0 for a state that no move reaches) plus the emission; the new mass is the sum of
-    the masses of the three sources weighted by exp(term - maximum), the maximum floored at the
-    lowest finite value for the subtraction (no NaN). A state with a finite scale has a mass of
-    at least 1 (the largest term's weight is 1 and its source's scale is finite) and below
-    3**UNROLL; a state that no move reaches has scale ln 0 and mass 0, so ``scale + ln(mass)`` is
-    ln 0 (the floor-free exponents cost onnxruntime 1.32 no more for a zero or subnormal result:
-    0.70 µs an Exp at [83, 64] for exponents near -1, 0.71 near -90, 0.85 for -inf). At the
-    block's end the maximum of
-    ``scale + ln(mass)`` over each lane's own rows moves into ``offset``: the values left in the
-    compute type stay small, so float32 rounding is relative to a few frames' log-probabilities,
-    not to the whole sum. Every operator is elementwise, variadic or a Gather (onnxruntime's
-    Where and its reductions over a short leading axis cost several times more). A Loop, not a
-    Scan, where T is known only when the graph runs: onnxruntime's Scan fails on a zero-length
-    scan axis (T = 0).
+    Carried values: ``alpha`` [2 + S, 2N] in the compute type, the forward variables of each lane
+    minus its ``offset`` [1, 2N] (float64). Within the block a forward variable is a pair, ``scale +
+    ln(mass)``, so the block takes one Log, at its end (onnxruntime's float32 Log costs about seven
+    elementwise operators). Per step the three move terms of the scales are separate tensors (the
+    stay term needs no penalty when merge_repeated holds); the new scale is their maximum (ln 0 for
+    a state that no move reaches) plus the emission; the new mass is the sum of the masses of the
+    three sources weighted by exp(term - maximum), the maximum floored at the lowest finite value
+    for the subtraction (no NaN). A state with a finite scale has a mass of at least 1 (the largest
+    term's weight is 1 and its source's scale is finite) and below 3**UNROLL; a state that no move
+    reaches has scale ln 0 and mass 0, so ``scale + ln(mass)`` is ln 0 (the floor-free exponents
+    cost onnxruntime 1.32 no more for a zero or subnormal result: 0.70 µs an Exp at [83, 64] for
+    exponents near -1, 0.71 near -90, 0.85 for -inf). At the block's end the maximum of ``scale +
+    ln(mass)`` over each lane's own rows moves into ``offset``: the values left in the compute type
+    stay small, so float32 rounding is relative to a few frames' log-probabilities, not to the whole
+    sum. Every operator is elementwise, variadic or a Gather (onnxruntime's Where and its reductions
+    over a short leading axis cost several times more). A Loop, not a Scan, where T is known only
+    when the graph runs: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
     """
     g = GraphBuilder("step_")
     block = "block" if scan else g.Gather(source.source, "b", axis=0)
@@ -624,7 +622,7 @@ def _forward(
     the Loop body gathers each block's emissions (_few_classes); with more they are gathered
     before the Loop (_many_classes); with C = 0 they are zeros (_no_classes). ``known``: T and C
     where the graph is built for them (see _chosen_recursion), else None."""
-    ctx, start = _loop_inputs(g, lattice, frames, sizes, merge, compute)
+    ctx, start = _loop_inputs(g, lattice, frames, merge, compute)
     x_rows = g.Reshape(x, g.Concat(g.Mul(sizes.frames, sizes.batch), sizes.classes, axis=0), allowzero=1)
     distinct = g.Transpose(lattice.distinct, perm=[1, 0])
     blank = g.Sub(sizes.class_count, g.i64(1))
@@ -718,10 +716,10 @@ def _chosen_recursion(
 
 
 def _loop_inputs(
-    g: GraphBuilder, lattice: _Lattice, frames: _Frames, sizes: Sizes, merge: str | bool, compute: int
+    g: GraphBuilder, lattice: _Lattice, frames: _Frames, merge: str | bool, compute: int
 ) -> tuple[_LoopInputs, _Start]:
-    """The forward Loop's constant inputs and its start: before any step only state 0 (row 2) has
-    probability 1."""
+    """The forward Loop's constant inputs and its start: before any step only each lane's state 0
+    (its ``first_row``) has probability 1."""
     axis0, axis1, rows = g.i64([0]), g.i64([1]), lattice.rows
     zero, neg_inf = g.const(0.0, compute), g.const(-np.inf, compute)
     alpha0 = g.Where(g.Equal(g.Unsqueeze(rows, axis1), g.Unsqueeze(lattice.first_row, axis0)), zero, neg_inf)
