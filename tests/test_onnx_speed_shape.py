@@ -80,7 +80,7 @@ def _case(frames: int, batch: int, classes: int, seed: int) -> tuple[np.ndarray,
         (40, 6, 5),  # ceil(T / 2) a multiple of UNROLL: the longest lanes wait no step
     ],
 )
-def test_chunks_and_closing_steps_match_the_reference(frames: int, batch: int, classes: int) -> None:
+def test_chunks_and_waiting_steps_match_the_reference(frames: int, batch: int, classes: int) -> None:
     inputs, mask, labels = _case(frames, batch, classes, seed=frames * classes)
     expected = ctcop.ctc_loss(inputs, mask, labels)
     got = RUNTIMES["onnxruntime"](inputs, mask, labels)
