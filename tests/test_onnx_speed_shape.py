@@ -45,6 +45,10 @@ def test_the_forward_body_is_a_short_run_of_cheap_operators() -> None:
         assert ops["Log"] == 1 and ops["Sum"] == ops["Max"] == function.UNROLL
         assert ops["Exp"] == 3 * function.UNROLL and ops["Mul"] == 3 * (function.UNROLL - 1)
         per_step = OPS_PER_STEP + (ops["Add"] > 2 * function.UNROLL + 3)
+        # Few classes: each step's emissions are one Gather of rows from the block's emissions by
+        # class (its GatherElements); many: the block's emissions are split into the steps.
+        assert ops["GatherElements"] + ops["Split"] == 1
+        per_step += ops["GatherElements"]
         # The rest is per block: the block's emissions, the offset update, the loop condition.
         assert len(body.node) - ops["Constant"] <= per_step * function.UNROLL + 18
         # No reduction or Where per step (onnxruntime's cost several simple operators): one

@@ -42,7 +42,7 @@ input of its declared ranks and element types. Its stages, one function each:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -364,11 +364,20 @@ class _BlockEmissions:
     """Where the Loop body finds a block's emissions [UNROLL * (2 + S), 2N]: block b of
     ``source``, which is [B, UNROLL * (2 + S), 2N] emissions, or with an ``index`` [UNROLL, 1 + L,
     2N] (int32) [B, UNROLL, C, 2N] log-probabilities by class that GatherElements reads once per
-    distinct class, and ``spread`` [2 + S] the column of each row (see _Lattice)."""
+    distinct class, and ``spread`` the rows of each step (see _spread_by_step)."""
 
     source: str
     index: str | None = None
-    spread: str | None = None
+    spread: tuple[str, ...] = ()
+
+
+def _spread_by_step(g: GraphBuilder, spread: str, distinct: str) -> tuple[str, ...]:
+    """For each step u of a block, the row of every state [2 + S] in the block's emissions by
+    distinct class flattened to [UNROLL * (1 + L), 2N]: u * (1 + L) plus the state's column
+    (``spread``, see _Lattice; ``distinct`` [1 + L, 2N]). One Gather a step reads them: the
+    block is not spread to the states and then split, two copies of it."""
+    width = g.Shape(distinct, end=1)
+    return (spread, *(g.Add(spread, g.Mul(width, g.i64(step))) for step in range(1, UNROLL)))
 
 
 def _waiting_emissions(g: GraphBuilder, classes: str, blank: str, compute: int) -> str:
@@ -394,16 +403,13 @@ def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, s
     # [P, C, 2N] about three times faster than [P, 2N, 1] from [P, 2N, C].
     stats = _stats(g, g.Transpose(g.Cast(read, to=ctx.compute), perm=[0, 2, 1]), axis=1)
     by_class = g.Sub(stats.centred, stats.log_sum)
-    blocks = g.Concat(
-        g.Reshape(ctx.frames.blocks, g.i64([1])), g.i64([UNROLL]), ctx.sizes.classes, ctx.frames.lanes, axis=0
-    )
     shape = g.Concat(g.i64([UNROLL]), g.Shape(ctx.distinct), axis=0)
     # int32 indices: onnxruntime's GatherElements takes about two thirds of the time.
     index = g.Expand(g.Unsqueeze(g.Cast(ctx.distinct, to=TensorProto.INT32), g.i64([0])), shape)
     bad = _nonfinite(g, stats.log_sum, stats.bottom, ctx.compute, axis=1)
     by_lane = any_along(g, g.And(bad, g.Not(ctx.frames.waiting)), 0)
     nonfinite = any_along(g, g.Reshape(by_lane, g.Concat(g.i64([2]), ctx.sizes.batch, axis=0), allowzero=1), 0)
-    return g, _BlockEmissions(g.Reshape(by_class, blocks, allowzero=1), index, ctx.spread), nonfinite
+    return g, _BlockEmissions(by_class, index), nonfinite
 
 
 def _many_classes(ctx: _EmissionInputs, chunked: bool) -> tuple[GraphBuilder, list[str]]:
@@ -478,8 +484,7 @@ def _no_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
 class _LoopInputs:
     """Outer-scope values the Loop body reads: the rows that step and skip moves read; the
     penalties [2 + S, 2N] of the stay and skip moves and of the rows outside each lane's own
-    lattice (0 or -inf); the lowest finite value and 0 in the compute type; the shape [2] of a
-    block's emissions."""
+    lattice (0 or -inf); the lowest finite value and 0 in the compute type."""
 
     step_rows: str
     skip_rows: str
@@ -488,7 +493,6 @@ class _LoopInputs:
     own_penalty: str
     lowest: str
     zero: str
-    block_shape: str
 
 
 def _step(
@@ -537,10 +541,11 @@ def _loop_body(
     g = GraphBuilder("step_")
     block = "block" if scan else g.Gather(source.source, "b", axis=0)
     if source.index is not None:
-        by_class = g.GatherElements(block, source.index, axis=1)
-        block = g.Reshape(g.Gather(by_class, source.spread, axis=1), ctx.block_shape, allowzero=1)
-    emissions = [g.fresh("emission") for _ in range(UNROLL)]
-    g.node("Split", [block], emissions, axis=0, num_outputs=UNROLL)
+        by_class = g.Flatten(g.GatherElements(block, source.index, axis=1), axis=2)
+        emissions = [g.Gather(by_class, rows, axis=0) for rows in source.spread]
+    else:
+        emissions = [g.fresh("emission") for _ in range(UNROLL)]
+        g.node("Split", [block], emissions, axis=0, num_outputs=UNROLL)
     # The masses are 1 (absent) before the block's first step.
     scale, mass = "alpha_in", None
     for step in range(UNROLL):
@@ -681,7 +686,8 @@ def _recursion(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs, start
     runs the blocks (T may be 0). Returns ``alpha``, ``offset`` and the non-finite samples [N]."""
     is_few, by_class, index, blocked, nonfinite = _emission_ways(g, inputs, ctx)
     loop_branches = []
-    ways = (("few", _BlockEmissions(by_class, index, inputs.spread)), ("many", _BlockEmissions(blocked)))
+    spread = _spread_by_step(g, inputs.spread, inputs.distinct)
+    ways = (("few", _BlockEmissions(by_class, index, spread)), ("many", _BlockEmissions(blocked)))
     for way, way_source in ways:
         part = GraphBuilder(f"{way}_classes_loop_")
         loop_branches.append((part, _loops(part, ctx, start, way_source, inputs.compute, scan=False)))
@@ -705,12 +711,14 @@ def _chosen_recursion(
         return start.alpha, start.offset, g.Expand(g.const(False, np.bool_), inputs.sizes.batch)
     if 0 < classes <= FEW_CLASSES:
         part, source, nonfinite = _few_classes(inputs)
+        g.nodes.extend(part.nodes)
+        by_class = _in_blocks(g, source.source, g.Concat(g.i64([UNROLL]), inputs.sizes.classes, axis=0), inputs)
+        source = replace(source, source=by_class, spread=_spread_by_step(g, inputs.spread, inputs.distinct))
     else:
         way = _no_classes(inputs) if classes == 0 else _many_classes(inputs, chunked=frames is None)
         part, (emissions, nonfinite) = way
-        blocks = part.Concat(part.Reshape(inputs.frames.blocks, part.i64([1])), ctx.block_shape, axis=0)
-        source = _BlockEmissions(part.Reshape(emissions, blocks, allowzero=1))
-    g.nodes.extend(part.nodes)
+        g.nodes.extend(part.nodes)
+        source = _BlockEmissions(_in_blocks(g, emissions, g.Mul(inputs.count, g.i64([UNROLL])), inputs))
     alpha, offset = _loops(g, ctx, start, source, inputs.compute, scan=frames is not None)
     return alpha, offset, nonfinite
 
@@ -740,7 +748,6 @@ def _loop_inputs(
         ),
         lowest=g.const(np.finfo(helper.tensor_dtype_to_np_dtype(compute)).min, compute),
         zero=zero,
-        block_shape=g.Concat(g.Mul(lattice.count, g.i64([UNROLL])), frames.lanes, axis=0),
     )
     start = _Start(frames.blocks, alpha0, g.Expand(g.f64(0.0), g.Concat(g.i64([1]), frames.lanes, axis=0)), merge)
     return ctx, start
@@ -751,7 +758,6 @@ def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs) -
     few-classes source and index, the blocked emissions of the other way, and the samples [N]
     with an active non-finite frame."""
     axis0, sizes, compute = g.i64([0]), inputs.sizes, inputs.compute
-    blocks = g.Reshape(inputs.frames.blocks, g.i64([1]))
     # The emission If gives the values of both ways, the unused one empty; the Loops come after it
     # and read only values of this graph: onnxruntime replaces an If whose condition it can fold
     # (fixed dimensions) by its branch and renames that branch's values, but not the names a Loop
@@ -769,11 +775,10 @@ def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs) -
     kinds = [(compute, [None, None, None]), (BOOL, [None])]
     is_none = other.Squeeze(other.Equal(sizes.classes, other.i64([0])), other.i64([0]))
     emissions, other_nonfinite = _if(other, is_none, (_no_classes(inputs), _many_classes(inputs, chunked=True)), kinds)
-    in_blocks = other.Reshape(emissions, other.Concat(blocks, ctx.block_shape, axis=0), allowzero=1)
     other_outputs = [
-        other.Expand(other.const(np.zeros((0, 0, 0, 0)), compute), other.i64([0, 0, 0, 0])),
+        other.Expand(other.const(np.zeros((0, 0, 0)), compute), other.i64([0, 0, 0])),
         other.Expand(other.const(np.zeros((0, 0, 0), np.int32), np.int32), other.i64([0, 0, 0])),
-        in_blocks,
+        emissions,
         other_nonfinite,
     ]
     is_few = g.And(
@@ -781,13 +786,31 @@ def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs) -
         g.Squeeze(g.Greater(sizes.classes, g.i64([0])), axis0),
     )
     kinds = [
-        (compute, [None, None, None, None]),
+        (compute, [None, None, None]),
         (TensorProto.INT32, [None, None, None]),
         (compute, [None, None, None]),
         (BOOL, [None]),
     ]
-    by_class, index, blocked, nonfinite = _if(g, is_few, ((few, few_outputs), (other, other_outputs)), kinds)
-    return is_few, by_class, index, blocked, nonfinite
+    by_class, index, emissions, nonfinite = _if(g, is_few, ((few, few_outputs), (other, other_outputs)), kinds)
+    # Blocked here, not in the If's branches: a Reshape that gives a branch's output copies it.
+    # The way not taken gives an empty tensor, blocked with 0 for one of its dims.
+    few_flag = g.Cast(g.Unsqueeze(is_few, axis0), to=INT64)
+    few_width = g.Concat(g.i64([UNROLL]), g.Mul(sizes.classes, few_flag), axis=0)
+    other_width = g.Mul(g.Mul(inputs.count, g.i64([UNROLL])), g.Sub(g.i64([1]), few_flag))
+    return (
+        is_few,
+        _in_blocks(g, by_class, few_width, inputs),
+        index,
+        _in_blocks(g, emissions, other_width, inputs),
+        nonfinite,
+    )
+
+
+def _in_blocks(g: GraphBuilder, values: str, width: str, inputs: _EmissionInputs) -> str:
+    """[P, ..., 2N] ``values`` in blocks [B, *width, 2N] of UNROLL steps (``width`` 1-D: the dims
+    of a block between the blocks and the lanes)."""
+    blocks = g.Reshape(inputs.frames.blocks, g.i64([1]))
+    return g.Reshape(values, g.Concat(blocks, width, inputs.frames.lanes, axis=0), allowzero=1)
 
 
 def _read_out(g: GraphBuilder, log_mass: str, nan_samples: str) -> str:
