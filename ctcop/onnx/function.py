@@ -34,9 +34,10 @@ input of its declared ranks and element types. Its stages, one function each:
 * the Loop: blocks of UNROLL steps carry the forward variables [2 + S, 2N] relative to a float64
   per-lane offset; per step a fixed run of elementwise operators and Gathers; with fixed dims
   (the static form, ``fixed``) a Scan with the same body, every shape a constant;
-* join and read-out (4.3, 4.4, 11.5): the two lanes of a sample joined in float64 over the moves
-  between their frames, -ln of the sum, +0.0 for a zero, NaN for non-finite and faulty
-  samples, cast back to the element type of ``inputs`` with CastLike.
+* join and read-out (4.3, 4.4, 11.5): the two lanes of a sample joined over the moves between
+  their frames (in the compute type on the values relative to the lanes' offsets, which are
+  added to the logarithm in float64), -ln of the sum, +0.0 for a zero, NaN for non-finite and
+  faulty samples, cast back to the element type of ``inputs`` with CastLike.
 """
 
 from __future__ import annotations
@@ -639,27 +640,31 @@ def _forward(
         alpha, offset, nonfinite = _recursion(g, inputs, ctx, start)
     else:
         alpha, offset, nonfinite = _chosen_recursion(g, inputs, ctx, start, known_frames, known_classes)
-    own = g.Add(g.Cast(g.Add(alpha, ctx.own_penalty), to=DOUBLE), offset)
-    return _joined(g, own, lattice, sizes.batch, sample_ids), nonfinite
+    own = g.Add(alpha, ctx.own_penalty)
+    return _joined(g, own, offset, lattice, sizes.batch, sample_ids, compute), nonfinite
 
 
-def _joined(g: GraphBuilder, lanes: str, lattice: _Lattice, batch: str, sample_ids: str) -> str:
+def _joined(
+    g: GraphBuilder, lanes: str, offset: str, lattice: _Lattice, batch: str, sample_ids: str, compute: int
+) -> str:
     """ln of each sample's probability [N] (float64, -inf for none) from its lanes' forward
-    variables [2 + S, 2N] (float64, ln 0 outside each lane's own lattice) after the last step:
-    the first lane's F over the states and the second lane's G over the reversed states are
-    joined over the moves between the last frame of the first half and the first frame of the
-    second, P = sum_s F(s) (stay(s) G(s) + G(s + 1) + skip(s + 2) G(s + 2)). State s of a sample
-    is row r = 2 + s of its first lane and state 2L_n - s of its second, which (see _lattice)
-    is row 2 + 2L - s = 2L + 4 - r for every sample: G is the second lanes' rows in reverse
-    order. A half without frames holds its start (the first: state 0, "before frame 0"; the
-    second: state 2L, "after the last frame"), whose moves into the other half are those of
-    the lattice's start and end."""
+    variables after the last step, ``lanes`` [2 + S, 2N] (compute type, ln 0 outside each lane's
+    own lattice) plus ``offset`` [1, 2N] (float64): the first lane's F over the states and the
+    second lane's G over the reversed states are joined over the moves between the last frame of
+    the first half and the first frame of the second, P = sum_s F(s) (stay(s) G(s) + G(s + 1) +
+    skip(s + 2) G(s + 2)). State s of a sample is row r = 2 + s of its first lane and state
+    2L_n - s of its second, which (see _lattice) is row 2 + 2L - s = 2L + 4 - r for every
+    sample: G is the second lanes' rows in reverse order. A half without frames holds its start
+    (the first: state 0, "before frame 0"; the second: state 2L, "after the last frame"), whose
+    moves into the other half are those of the lattice's start and end. The sum runs in the
+    compute type on the lanes' values, whose maximum is 0 (the offsets hold the rest); the two
+    offsets are added to its logarithm in float64."""
     axis1 = g.i64([1])
-    first = g.Slice(lanes, g.i64([0]), batch, axis1)
-    second = g.Slice(lanes, batch, g.Mul(batch, g.i64([2])), axis1)
+    first, second = (
+        g.Slice(lanes, start, end, axis1) for start, end in ((g.i64([0]), batch), (batch, g.Mul(batch, g.i64([2]))))
+    )
     stay, skip = (
-        g.Slice(g.Cast(penalty, to=DOUBLE), g.i64([0]), batch, axis1)
-        for penalty in (lattice.stay_penalty, lattice.skip_penalty)
+        g.Slice(penalty, g.i64([0]), batch, axis1) for penalty in (lattice.stay_penalty, lattice.skip_penalty)
     )
     top = g.Sub(g.Squeeze(lattice.count, g.i64([0])), g.i64(1))
     # Rows past the lattices read row 0 or 1 (ln 0); rows 0 and 1 of F are ln 0 whatever they read.
@@ -669,14 +674,20 @@ def _joined(g: GraphBuilder, lanes: str, lattice: _Lattice, batch: str, sample_i
     ]
     skip_into = g.Gather(skip, g.Min(g.Add(lattice.rows, g.i64(2)), top), axis=0)
     terms = [g.Sum(first, stay, mirrored[0]), g.Add(first, mirrored[1]), g.Sum(first, skip_into, mirrored[2])]
+    joined = g.Cast(_logsumexp_rows(g, g.Concat(*terms, axis=0), compute), to=DOUBLE)
+    offsets = g.Squeeze(
+        g.Add(g.Slice(offset, g.i64([0]), batch, axis1), g.Slice(offset, batch, g.Mul(batch, g.i64([2])), axis1)),
+        g.i64([0]),
+    )
     # Read through ``sample_ids``, whose shape inference keeps N, so the loss's shape is [N].
-    return g.Gather(_logsumexp_rows(g, g.Concat(*terms, axis=0)), sample_ids, axis=0)
+    return g.Gather(g.Add(joined, offsets), sample_ids, axis=0)
 
 
-def _logsumexp_rows(g: GraphBuilder, values: str) -> str:
-    """ln sum exp over the rows of [R, N] float64 ``values`` (-inf for a column of ln 0)."""
-    axis0, zero = g.i64([0]), g.f64(0.0)
-    top = _finite_or(g, g.ReduceMax(values, axis0, keepdims=1), zero, DOUBLE)
+def _logsumexp_rows(g: GraphBuilder, values: str, kind: int) -> str:
+    """ln sum exp over the rows of [R, N] ``values`` of element type ``kind`` (-inf for a column
+    of ln 0)."""
+    axis0 = g.i64([0])
+    top = _finite_or(g, g.ReduceMax(values, axis0, keepdims=1), g.const(0.0, kind), kind)
     total = g.ReduceSum(g.Exp(g.Sub(values, top)), axis0, keepdims=0)
     return g.Add(g.Squeeze(top, axis0), g.Log(total))
 
