@@ -93,6 +93,13 @@ def _compact(g: GraphBuilder, values: str, keep: str, fill: str, trim: bool) -> 
     """
     one, axis1 = g.i64(1), g.i64([1])
     kept = g.int64(keep)
+    if trim:
+        # Nothing moves past a row's last kept entry: the rows are first cut to the longest such
+        # prefix (the targets' pads usually trail them, and the permutation below costs several
+        # operators over the whole width).
+        ends = g.Mul(kept, g.Add(_positions(g, values), one))
+        end = _largest(g, ends)
+        values, keep, kept = (g.Slice(part, g.i64([0]), end, axis1) for part in (values, keep, kept))
     counts = g.ReduceSum(kept, axis1, keepdims=1)
     before = g.Sub(g.CumSum(kept, one), one)
     after = g.Add(counts, g.Sub(g.CumSum(g.Sub(one, kept), one), one))
@@ -100,9 +107,14 @@ def _compact(g: GraphBuilder, values: str, keep: str, fill: str, trim: bool) -> 
     filled = g.Where(g.Less(_positions(g, values), counts), moved, fill)
     if not trim:
         return filled, g.Squeeze(counts, axis1)
-    longest = g.ReduceMax(g.Concat(g.Flatten(counts, axis=0), g.i64([[0]]), axis=1))
-    trimmed = g.Slice(filled, g.i64([0]), g.Reshape(longest, g.i64([1])), axis1)
+    trimmed = g.Slice(filled, g.i64([0]), _largest(g, counts), axis1)
     return trimmed, g.Squeeze(counts, axis1)
+
+
+def _largest(g: GraphBuilder, values: str) -> str:
+    """The largest of the int64 ``values`` [N, W] and 0, as [1] (0 for no values)."""
+    by_row = g.ReduceMax(values, g.i64([1]), keepdims=0)
+    return g.ReduceMax(g.Concat(by_row, g.i64([0]), axis=0), g.i64([0]), keepdims=1)
 
 
 def _interleave(g: GraphBuilder, values: str, between: str, first: str) -> str:
