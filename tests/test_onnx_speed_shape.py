@@ -13,11 +13,11 @@ from ctcop import memory_probe
 from ctcop.conformance.runtimes import RUNTIMES
 from ctcop.onnx import function, onnx_model
 
-# Per step of the recursion: two Gathers and an Add (skip penalty) for the terms, Max, Clip, three
-# Sub/Exp for the weights, two Gathers and three Muls for the masses (not on a block's first step,
-# whose masses are 1), Sum and an Add for the emission; one more Add where the stay penalty
+# Per step of the recursion: two Gathers and an Add (skip penalty) for the terms, a floored Max,
+# three Sub/Exp for the weights, two Gathers and three Muls for the masses (not on a block's first
+# step, whose masses are 1), Sum and an Add for the emission; one more Add where the stay penalty
 # applies.
-OPS_PER_STEP = 18
+OPS_PER_STEP = 17
 
 
 def _graphs(graph: onnx.GraphProto | onnx.FunctionProto) -> list[onnx.GraphProto]:

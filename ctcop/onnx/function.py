@@ -518,9 +518,9 @@ def _step(
         g.Gather(scale, ctx.step_rows, axis=0),
         g.Add(g.Gather(scale, ctx.skip_rows, axis=0), ctx.skip_penalty),
     ]
-    top = g.Max(*terms)
-    safe = g.Clip(top, ctx.lowest)
-    weights = [g.Exp(g.Sub(term, safe)) for term in terms]
+    # Floored at the lowest finite value: no NaN (ln 0 - ln 0) where no move reaches a state.
+    top = g.Max(*terms, ctx.lowest)
+    weights = [g.Exp(g.Sub(term, top)) for term in terms]
     if mass is not None:
         masses = [mass, g.Gather(mass, ctx.step_rows, axis=0), g.Gather(mass, ctx.skip_rows, axis=0)]
         weights = [g.Mul(weight, part) for weight, part in zip(weights, masses, strict=True)]
@@ -537,18 +537,19 @@ def _loop_body(
     minus its ``offset`` [1, 2N] (float64). Within the block a forward variable is a pair, ``scale +
     ln(mass)``, so the block takes one Log, at its end (onnxruntime's float32 Log costs about seven
     elementwise operators). Per step the three move terms of the scales are separate tensors (the
-    stay term needs no penalty when merge_repeated holds); the new scale is their maximum (ln 0 for
-    a state that no move reaches) plus the emission; the new mass is the sum of the masses of the
-    three sources weighted by exp(term - maximum), the maximum floored at the lowest finite value
-    for the subtraction (no NaN). A state with a finite scale has a mass of at least 1 (the largest
-    term's weight is 1 and its source's scale is finite) and below 3**UNROLL; a state that no move
-    reaches has scale ln 0 and mass 0, so ``scale + ln(mass)`` is ln 0 (the floor-free exponents
-    cost onnxruntime 1.32 no more for a zero or subnormal result: 0.70 µs an Exp at [83, 64] for
-    exponents near -1, 0.71 near -90, 0.85 for -inf). At the block's end the maximum of ``scale +
-    ln(mass)`` over each lane's own rows moves into ``offset``: the values left in the compute type
-    stay small, so float32 rounding is relative to a few frames' log-probabilities, not to the whole
-    sum. Every operator is elementwise, variadic or a Gather (onnxruntime's Where and its reductions
-    over a short leading axis cost several times more). A Loop, not a Scan, where T is known only
+    stay term needs no penalty when merge_repeated holds); the new scale is their maximum, floored
+    at the lowest finite value (one variadic Max: no NaN in the subtractions where every term is
+    ln 0), plus the emission; the new mass is the sum of the masses of the three sources weighted
+    by exp(term - maximum). A state that a move reaches from a state of nonzero mass has a mass
+    of at least 1 (the largest term's weight is 1) and below 3**UNROLL; one that no move reaches
+    has mass 0 (its scale is the floor plus the emission, or ln 0), so ``scale + ln(mass)`` is
+    ln 0 (the exponents are not floored: onnxruntime 1.32's Exp costs no more for a zero or
+    subnormal result, 0.70 µs at [83, 64] for exponents near -1, 0.71 near -90, 0.85 for
+    -inf). At the block's end the maximum of ``scale + ln(mass)`` over each lane's own rows moves
+    into ``offset``: the values left in the compute type stay small, so float32 rounding is
+    relative to a few frames' log-probabilities, not to the whole sum. Every operator is
+    elementwise, variadic or a Gather (onnxruntime's Where and its reductions over a short leading
+    axis cost several times more). A Loop, not a Scan, where T is known only
     when the graph runs: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
     """
     g = GraphBuilder("step_")
