@@ -42,7 +42,8 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Co
 def test_the_json_report_has_every_cell_with_finite_positive_times(full_report) -> None:
     result, report, _ = full_report
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report["schema"] == "ctcop-bench" and report["schema_version"] == 1
+    assert report["schema"] == "ctcop-bench" and report["schema_version"] == 2
+    assert report["settings"]["passes"] == 1
     assert report["machine"]["cpu"] and report["machine"]["cores"] >= 1
     assert report["settings"]["threads"] == 2 and report["settings"]["quick"] is True
     assert report["versions"]["ctcop"] == ctcop.__version__ and "numpy" in report["versions"]
@@ -54,7 +55,7 @@ def test_the_json_report_has_every_cell_with_finite_positive_times(full_report) 
     expected = {(s.name, 2, name) for s in shapes.QUICK for name in timed}
     assert {(c["shape"], c["N"], c["implementation"]) for c in cells} == expected
     for cell in cells:
-        assert cell["runs"] >= 1
+        assert cell["runs"] >= 1 and cell["pass_medians_s"] == [cell["median_s"]]
         assert 0 < cell["min_s"] <= cell["median_s"] <= cell["max_s"] < math.inf
         assert cell["first_call_s"] > 0 and cell["prepare_s"] >= 0
     assert report["ratios"] and all(r["value"] is None or r["value"] > 0 for r in report["ratios"])
@@ -181,6 +182,35 @@ def test_timing_runs_at_least_repeat_times_and_until_the_minimum_time(monkeypatc
     assert slow.runs == 3 and slow.min_s == pytest.approx(0.004)
 
 
+@pytest.mark.slow
+def test_a_cells_time_is_the_median_of_its_passes(tmp_path) -> None:
+    # Three passes of at least one run each (repeat 3 over 3 passes): each cell holds three pass
+    # medians, its median is theirs, and min and max bound every run of every pass.
+    json_path = tmp_path / "b.json"
+    command = [sys.executable, "-m", "ctcop", "bench", "--shapes", "seed000-sweep", "--batches", "1,4"]
+    command += ["--implementations", "ctcop,ctcop-grad", "--passes", "3", "--repeat", "3", "--warmup", "0"]
+    command += ["--min-time", "0.000001", "--no-memory", "--threads", "1", "--json", str(json_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(json_path.read_text())
+    assert report["settings"]["passes"] == 3 and len(report["cells"]) == 4
+    for cell in report["cells"]:
+        medians = cell["pass_medians_s"]
+        assert len(medians) == 3 and cell["runs"] >= 3 and cell["status"] == "ok"
+        assert cell["median_s"] == sorted(medians)[1]
+        assert cell["min_s"] <= min(medians) and max(medians) <= cell["max_s"]
+    assert "median of 3 passes over the sweep, each the median of at least 1 runs" in result.stdout
+
+
+def test_a_later_pass_that_raises_makes_the_cell_an_error() -> None:
+    shape = shapes.FULL[2]
+    first = timing.Cell("x", shape, 2, "ok", timing=timing.Timing(2.0, 1.0, 3.0, 5, (2.0,)))
+    first.join(timing.Cell("x", shape, 2, "ok", timing=timing.Timing(4.0, 0.5, 6.0, 4, (4.0,))))
+    assert first.timing == timing.Timing(3.0, 0.5, 6.0, 9, (2.0, 4.0))
+    first.join(timing.Cell("x", shape, 2, "error", "RuntimeError: gone"))
+    assert (first.status, first.message, first.timing) == ("error", "RuntimeError: gone", None)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -188,6 +218,7 @@ def test_timing_runs_at_least_repeat_times_and_until_the_minimum_time(monkeypatc
         (["--threads", "\u0663"], "--threads"),
         (["--repeat", "x"], "--repeat"),
         (["--warmup", "-1"], "--warmup"),
+        (["--passes", "0"], "--passes"),
         (["--min-time", "0"], "--min-time"),
         (["--batches", "0"], "--batches"),
         (["--batches", "1,,2"], "--batches"),

@@ -4,10 +4,12 @@ The report (schema ``ctcop-bench``, version :data:`SCHEMA_VERSION`) holds the ma
 cores, platform), the settings (threads, protocol, shapes, implementations), the thread count
 each library ended up with, the versions of the packages, the implementations with their
 status (``timed`` or ``not installed``, with the reason), every cell (shape, N, implementation,
-status ``ok``/``wrong``/``error``, the check's message, median/min/max seconds and the number of
-runs, the compilation time where there was one, the first call's time and the preparation's:
-models built in the first cell, inputs converted and laid out), the ratios per row, peak memory, the wall time,
-and ``interrupted_by`` (null, or the signal that cut the run short).
+status ``ok``/``wrong``/``error``, the check's message, the median seconds over the passes and
+each pass's median, the min/max seconds and the number of runs over all passes, the compilation
+time where there was one, the first pass's first call and preparation: models built in the first
+cell, inputs converted and laid out), the ratios per row, peak memory, the wall time, and
+``interrupted_by`` (null, or the signal that cut the run short). Version 2: the passes (version
+1 had one pass, and no ``passes`` or ``pass_medians_s``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .shapes import Shape
 from .timing import Cell, Protocol
 
 SCHEMA = "ctcop-bench"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 PACKAGES = (
     "ctcop",
     "numpy",
@@ -128,7 +130,8 @@ def _cell(cell: Cell) -> dict[str, Any]:
         "status": cell.status,
         "message": cell.message,
     }
-    entry |= asdict(cell.timing) if cell.timing is not None else {"median_s": None, "min_s": None, "max_s": None}
+    empty = {"median_s": None, "min_s": None, "max_s": None, "pass_medians_s": []}
+    entry |= asdict(cell.timing) if cell.timing is not None else empty
     entry.setdefault("runs", 0)
     return entry | {"compile_s": cell.compile_s, "first_call_s": cell.first_s, "prepare_s": cell.prepare_s}
 

@@ -1,8 +1,8 @@
 """The bench's driver: the settings chosen on the command line, checked before any work, and the
-run itself: for each shape and N, the inputs and ctcop's reference results, then each installed
-implementation checked and timed in turn (all in this process, with one thread count), then peak
-memory in child processes. Results are appended as they come, so that an interruption leaves
-what finished."""
+run itself: in each pass, for each shape and N, the inputs and ctcop's reference results, then
+each installed implementation (checked in the first pass) and timed in turn (all in this
+process, with one thread count); then peak memory in child processes. Results are kept as they
+come, so that an interruption leaves what finished."""
 
 from __future__ import annotations
 
@@ -92,22 +92,31 @@ def memory_plan(settings: Settings, timed: Sequence[str]) -> list[tuple[str, sha
 
 
 def total_steps(settings: Settings, timed: Sequence[str]) -> int:
-    cells = sum(len(shape.batches) for shape in settings.shapes) * len(timed)
+    cells = sum(len(shape.batches) for shape in settings.shapes) * len(timed) * settings.protocol.passes
     return cells + len(memory_plan(settings, timed))
 
 
 def run(settings: Settings, found: Results, step: Callable[[str], Any]) -> None:
-    """Measure every cell, then peak memory; ``step(what)`` is called before each measurement."""
+    """Measure every cell in each pass (see :mod:`.timing`), then peak memory; ``step(what)`` is
+    called before each measurement. The first pass appends the cells, the later ones join them."""
     started = time.perf_counter()
     timed = [IMPLEMENTATIONS[name] for name in found.timed_names()]
+    passes = settings.protocol.passes
     try:
-        for shape in settings.shapes:
-            for batch in shape.batches:
-                reference = Reference(shapes.draw(shape, batch))
-                for implementation in timed:
-                    step(f"{shape.name} N={batch} {implementation.column}")
-                    found.cells.append(measure(implementation, shape, batch, reference, settings.protocol))
-                del reference
+        for index in range(passes):
+            cells = iter(list(found.cells))
+            for shape in settings.shapes:
+                for batch in shape.batches:
+                    reference = Reference(shapes.draw(shape, batch))
+                    for implementation in timed:
+                        where = f" (pass {index + 1} of {passes})" if passes > 1 else ""
+                        step(f"{shape.name} N={batch} {implementation.column}{where}")
+                        cell = measure(implementation, shape, batch, reference, settings.protocol, index == 0)
+                        if index == 0:
+                            found.cells.append(cell)
+                        else:
+                            next(cells).join(cell)
+                    del reference
         for name, shape, batch in memory_plan(settings, found.timed_names()):
             step(f"memory {IMPLEMENTATIONS[name].column} {shape.name} N={batch}")
             found.memory.append(memory.measure(name, shape, batch, settings.protocol.threads))

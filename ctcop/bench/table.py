@@ -10,7 +10,7 @@ from .implementations import IMPLEMENTATIONS
 from .memory import METHOD, Memory
 from .ratios import ratio_value, usable_ratios
 from .results import Results
-from .timing import Cell
+from .timing import Cell, Protocol
 
 WRONG = "!"  # after a time whose check failed
 
@@ -65,8 +65,7 @@ def head(results: Results) -> list[str]:
         f"ctcop bench{' --quick' if settings.quick else ''}: {machine['cpu']}, {machine['cores']} cores"
         f"{'' if load is None else f' (load average {load:.2f} at the start)'}; "
         f"{protocol.threads} thread(s) for every implementation",
-        f"median of at least {protocol.repeat} runs (and {protocol.min_time_s:g} s) after {protocol.warmup} warm-up "
-        "call(s) and a checked one; milliseconds per batch; float32 logits, every frame active",
+        f"{_timing(protocol)}; milliseconds per batch; float32 logits, every frame active",
         "versions: " + ", ".join(f"{name} {version}" for name, version in results.versions.items()),
     ]
     if results.missing:
@@ -136,3 +135,15 @@ def body(results: Results) -> list[str]:
     for shape in results.shapes():
         lines += ["", shape.title, *shape_table(results, shape.name, names)]
     return [*lines, "", *tail(results)]
+
+
+def _timing(protocol: Protocol) -> str:
+    """How a cell's time was taken (see :mod:`.timing`)."""
+    runs, seconds = protocol.per_pass()
+    block = f"at least {runs} runs (and {seconds:.3g} s)"
+    if protocol.passes == 1:
+        return f"median of {block} after {protocol.warmup} warm-up call(s) and a checked one"
+    return (
+        f"median of {protocol.passes} passes over the sweep, each the median of {block}"
+        f" after {protocol.warmup + 1} untimed call(s), checked in the first pass"
+    )

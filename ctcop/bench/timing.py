@@ -7,9 +7,13 @@ atol 1e-12); a gradient by the conformance suite's gradient rule
 (:func:`ctcop.conformance.verdict.compare_grad`) against ``ctcop.ctc_loss_grad``. A cell that
 fails is still timed and is marked wrong in the table.
 
-**Timing.** ``warmup`` more calls, then at least ``repeat`` timed calls and more until they add up
-to ``min_time_s`` (at most :data:`MAX_RUNS`), with Python's garbage collector paused; the median
-is the figure, min and max are kept.
+**Timing.** In ``passes`` passes over the whole sweep (every shape, N and implementation in turn,
+minutes apart): in each, the implementation prepared again, one call (checked in the first pass)
+and ``warmup`` more, then at least ceil(``repeat`` / ``passes``) timed calls and more until they
+add up to ``min_time_s`` / ``passes`` (at most :data:`MAX_RUNS`), with Python's garbage collector
+paused. A pass's figure is the median of its runs; the cell's is the median of its passes'
+figures, so that a burst of other work on a shared machine, which slows one block of calls,
+moves one pass's figure and not the cell's. Min and max are over all runs.
 """
 
 from __future__ import annotations
@@ -37,10 +41,25 @@ MAX_RUNS = 1000
 
 @dataclass(frozen=True)
 class Timing:
+    """The median over passes of each pass's median run, the fastest and slowest run, the runs
+    in all, and each pass's median."""
+
     median_s: float
     min_s: float
     max_s: float
     runs: int
+    pass_medians_s: tuple[float, ...] = ()
+
+    def joined(self, other: Timing) -> Timing:
+        """This cell's timing with another pass's."""
+        medians = (*self.pass_medians_s, *other.pass_medians_s)
+        return Timing(
+            statistics.median(medians),
+            min(self.min_s, other.min_s),
+            max(self.max_s, other.max_s),
+            self.runs + other.runs,
+            medians,
+        )
 
 
 @dataclass
@@ -63,6 +82,13 @@ class Cell:
     @property
     def median_s(self) -> float | None:
         return None if self.timing is None else self.timing.median_s
+
+    def join(self, later: Cell) -> None:
+        """Take in a later pass of the same cell: its timing, or its error."""
+        if later.status == "error":
+            self.status, self.message, self.timing = later.status, later.message, None
+        elif self.timing is not None and later.timing is not None:
+            self.timing = self.timing.joined(later.timing)
 
 
 @dataclass
@@ -108,7 +134,8 @@ def timed(call: Callable[[], Any], repeat: int, min_time_s: float) -> Timing:
     finally:
         if enabled:
             gc.enable()
-    return Timing(statistics.median(times), min(times), max(times), len(times))
+    median = statistics.median(times)
+    return Timing(median, min(times), max(times), len(times), (median,))
 
 
 @dataclass(frozen=True)
@@ -117,10 +144,23 @@ class Protocol:
     repeat: int
     warmup: int
     min_time_s: float
+    passes: int = 1
+
+    def per_pass(self) -> tuple[int, float]:
+        """The timed runs (at least) and the time (s) of one pass."""
+        return -(-self.repeat // self.passes), self.min_time_s / self.passes
 
 
-def measure(implementation: Implementation, shape: Shape, batch: int, reference: Reference, protocol: Protocol) -> Cell:
-    """Prepare, check and time ``implementation`` on ``reference.inputs``."""
+def measure(
+    implementation: Implementation,
+    shape: Shape,
+    batch: int,
+    reference: Reference,
+    protocol: Protocol,
+    checked: bool = True,
+) -> Cell:
+    """Prepare, check (with ``checked``) and time one pass of ``implementation`` on
+    ``reference.inputs``."""
     cell = Cell(implementation.name, shape, batch, "ok")
     try:
         start = time.perf_counter()
@@ -130,13 +170,13 @@ def measure(implementation: Implementation, shape: Shape, batch: int, reference:
         start = time.perf_counter()
         result = prepared.call()
         cell.first_s = time.perf_counter() - start
-        if implementation.checked:
+        if implementation.checked and checked:
             cell.message = check(result, reference)
             cell.status = "ok" if cell.message is None else "wrong"
         del result
         for _ in range(protocol.warmup):
             prepared.call()
-        cell.timing = timed(prepared.call, protocol.repeat, protocol.min_time_s)
+        cell.timing = timed(prepared.call, *protocol.per_pass())
     except Exception as error:  # a library's failure is the cell's, not the bench's
         text = " ".join(str(error).split()) or type(error).__name__
         cell.status, cell.message, cell.timing = "error", f"{type(error).__name__}: {text[:300]}", None

@@ -50,6 +50,11 @@ def add_parser(commands: Commands) -> None:
         "--warmup", type=arguments.integer(0, 100), help="untimed runs after the checked one (default 1)"
     )
     parser.add_argument(
+        "--passes",
+        type=arguments.integer(1, 20),
+        help="passes over the sweep; a cell's time is the median of its passes' (default 3, quick 1)",
+    )
+    parser.add_argument(
         "--min-time",
         type=arguments.seconds,
         metavar="SECONDS",
@@ -96,6 +101,7 @@ def checked_settings(args: argparse.Namespace) -> Settings:
         repeat=args.repeat or (3 if quick else 7),
         warmup=1 if args.warmup is None else args.warmup,
         min_time_s=args.min_time or (0.02 if quick else 0.1),
+        passes=args.passes or (1 if quick else 3),
     )
     shapes = bench_run.chosen_shapes(quick, args.shapes, args.batches)
     names = bench_run.implementation_names(args.implementations)
