@@ -130,7 +130,7 @@ def _cell(cell: Cell) -> dict[str, Any]:
         "status": cell.status,
         "message": cell.message,
     }
-    empty = {"median_s": None, "min_s": None, "max_s": None, "pass_medians_s": []}
+    empty: dict[str, Any] = {"median_s": None, "min_s": None, "max_s": None, "pass_medians_s": []}
     entry |= asdict(cell.timing) if cell.timing is not None else empty
     entry.setdefault("runs", 0)
     return entry | {"compile_s": cell.compile_s, "first_call_s": cell.first_s, "prepare_s": cell.prepare_s}

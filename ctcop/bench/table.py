@@ -109,7 +109,9 @@ def tail(results: Results) -> list[str]:
             )
     lines += memory_lines(results.memory)
     if results.interrupted_by:
-        lines.append(f"interrupted by {results.interrupted_by}: the tables hold what finished")
+        lines.append(
+            f"interrupted by {results.interrupted_by}: the tables hold what finished (a cell, the passes it finished)"
+        )
     lines.append(f"wall time {results.wall_s:.1f} s")
     return lines
 

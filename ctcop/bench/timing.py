@@ -85,6 +85,8 @@ class Cell:
 
     def join(self, later: Cell) -> None:
         """Take in a later pass of the same cell: its timing, or its error."""
+        same = (self.implementation, self.shape, self.batch) == (later.implementation, later.shape, later.batch)
+        assert same, f"pass of {later.implementation} {later.shape.name} N={later.batch} joined to another cell"
         if later.status == "error":
             self.status, self.message, self.timing = later.status, later.message, None
         elif self.timing is not None and later.timing is not None:

@@ -43,7 +43,7 @@ input of its declared ranks and element types. Its stages, one function each:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -112,8 +112,9 @@ def _compact(g: GraphBuilder, values: str, keep: str, fill: str, trim: bool) -> 
 
 
 def _largest(g: GraphBuilder, values: str) -> str:
-    """The largest of the int64 ``values`` [N, W] and 0, as [1] (0 for no values)."""
-    by_row = g.ReduceMax(values, g.i64([1]), keepdims=0)
+    """The largest of the int64 ``values`` [N, W] and 0, as [1] (0 for no values). No axis it
+    reduces is empty (a reduction over none is undefined in OpenVINO's ReduceMax)."""
+    by_row = g.ReduceMax(g.Pad(values, g.i64([0, 0, 0, 1]), g.i64(0)), g.i64([1]), keepdims=0)
     return g.ReduceMax(g.Concat(by_row, g.i64([0]), axis=0), g.i64([0]), keepdims=1)
 
 
@@ -374,14 +375,15 @@ class _EmissionInputs:
 
 @dataclass(frozen=True)
 class _BlockEmissions:
-    """Where the Loop body finds a block's emissions [UNROLL * (2 + S), 2N]: block b of
-    ``source``, which is [B, UNROLL * (2 + S), 2N] emissions, or with an ``index`` [UNROLL, 1 + L,
-    2N] (int32) [B, UNROLL, C, 2N] log-probabilities by class that GatherElements reads once per
-    distinct class, and ``spread`` the rows of each step (see _spread_by_step)."""
+    """Where the Loop body finds each step's emissions [2 + S, 2N]: in block b of ``source``,
+    which is [B, UNROLL * (2 + S), 2N] emissions split into the steps, or, with an ``index``
+    [UNROLL, 1 + L, 2N] (int32), [B, UNROLL, C, 2N] log-probabilities by class that
+    GatherElements reads once per distinct class, each step's rows of them then one Gather of
+    its ``spread`` rows (see _spread_by_step)."""
 
     source: str
     index: str | None = None
-    spread: tuple[str, ...] = ()
+    spread: tuple[str, ...] | None = None
 
 
 def _spread_by_step(g: GraphBuilder, spread: str, distinct: str) -> tuple[str, ...]:
@@ -399,13 +401,13 @@ def _waiting_emissions(g: GraphBuilder, classes: str, blank: str, compute: int) 
     return g.Where(g.Equal(classes, blank), g.const(0.0, compute), g.const(-np.inf, compute))
 
 
-def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, str]:
+def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, str, str, str]:
     """Up to FEW_CLASSES classes (C > 0): the log-softmax of the frame each step reads, [P, C, 2N]
     (a Gather of rows; a waiting step reads an appended row whose log-softmax is ln 1 for the
-    blank and ln 0 for the other classes), in blocks [B, UNROLL, C, 2N]; the Loop body gathers each
-    block's emissions with one GatherElements (onnx.reference's takes at most 32 choices under
-    NumPy 1). Returns the branch, the block emissions and [N] true for a sample with an active
-    non-finite frame."""
+    blank and ln 0 for the other classes), which the Loop body reads in blocks of UNROLL steps
+    with one GatherElements of the ``index`` [UNROLL, 1 + L, 2N] (int32; onnx.reference's
+    GatherElements takes at most 32 choices under NumPy 1). Returns the branch, the
+    log-probabilities, the index and [N] true for a sample with an active non-finite frame."""
     g = GraphBuilder("few_classes_")
     positions = g.Unsqueeze(g.Range(g.i64(0), ctx.sizes.class_count, g.i64(1)), g.i64([0]))
     blank_only = g.Where(g.Equal(positions, ctx.blank), g.f64(0.0), g.f64(-np.inf))
@@ -422,7 +424,7 @@ def _few_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, _BlockEmissions, s
     bad = _nonfinite(g, stats.log_sum, stats.bottom, ctx.compute, axis=1)
     by_lane = any_along(g, g.And(bad, g.Not(ctx.frames.waiting)), 0)
     nonfinite = any_along(g, g.Reshape(by_lane, g.Concat(g.i64([2]), ctx.sizes.batch, axis=0), allowzero=1), 0)
-    return g, _BlockEmissions(by_class, index), nonfinite
+    return g, by_class, index, nonfinite
 
 
 def _many_classes(ctx: _EmissionInputs, chunked: bool) -> tuple[GraphBuilder, list[str]]:
@@ -555,6 +557,7 @@ def _loop_body(
     g = GraphBuilder("step_")
     block = "block" if scan else g.Gather(source.source, "b", axis=0)
     if source.index is not None:
+        assert source.spread is not None
         by_class = g.Flatten(g.GatherElements(block, source.index, axis=1), axis=2)
         emissions = [g.Gather(by_class, rows, axis=0) for rows in source.spread]
     else:
@@ -673,9 +676,8 @@ def _joined(
     compute type on the lanes' values, whose maximum is 0 (the offsets hold the rest); the two
     offsets are added to its logarithm in float64."""
     axis1 = g.i64([1])
-    first, second = (
-        g.Slice(lanes, start, end, axis1) for start, end in ((g.i64([0]), batch), (batch, g.Mul(batch, g.i64([2]))))
-    )
+    halves = ((g.i64([0]), batch), (batch, g.Mul(batch, g.i64([2]))))
+    first, second = (g.Slice(lanes, start, end, axis1) for start, end in halves)
     stay, skip = (
         g.Slice(penalty, g.i64([0]), batch, axis1) for penalty in (lattice.stay_penalty, lattice.skip_penalty)
     )
@@ -688,10 +690,7 @@ def _joined(
     skip_into = g.Gather(skip, g.Min(g.Add(lattice.rows, g.i64(2)), top), axis=0)
     terms = [g.Sum(first, stay, mirrored[0]), g.Add(first, mirrored[1]), g.Sum(first, skip_into, mirrored[2])]
     joined = g.Cast(_logsumexp_rows(g, g.Concat(*terms, axis=0), compute), to=DOUBLE)
-    offsets = g.Squeeze(
-        g.Add(g.Slice(offset, g.i64([0]), batch, axis1), g.Slice(offset, batch, g.Mul(batch, g.i64([2])), axis1)),
-        g.i64([0]),
-    )
+    offsets = g.Squeeze(g.Add(*(g.Slice(offset, start, end, axis1) for start, end in halves)), g.i64([0]))
     # Read through ``sample_ids``, whose shape inference keeps N, so the loss's shape is [N].
     return g.Gather(g.Add(joined, offsets), sample_ids, axis=0)
 
@@ -708,7 +707,7 @@ def _logsumexp_rows(g: GraphBuilder, values: str, kind: int) -> str:
 def _recursion(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs, start: _Start) -> tuple[str, str, str]:
     """Dims known only when the graph runs: an If on C picks how emissions are read, and a Loop
     runs the blocks (T may be 0). Returns ``alpha``, ``offset`` and the non-finite samples [N]."""
-    is_few, by_class, index, blocked, nonfinite = _emission_ways(g, inputs, ctx)
+    is_few, by_class, index, blocked, nonfinite = _emission_ways(g, inputs)
     loop_branches = []
     spread = _spread_by_step(g, inputs.spread, inputs.distinct)
     ways = (("few", _BlockEmissions(by_class, index, spread)), ("many", _BlockEmissions(blocked)))
@@ -734,10 +733,10 @@ def _chosen_recursion(
     if frames == 0:
         return start.alpha, start.offset, g.Expand(g.const(False, np.bool_), inputs.sizes.batch)
     if 0 < classes <= FEW_CLASSES:
-        part, source, nonfinite = _few_classes(inputs)
+        part, by_class, index, nonfinite = _few_classes(inputs)
         g.nodes.extend(part.nodes)
-        by_class = _in_blocks(g, source.source, g.Concat(g.i64([UNROLL]), inputs.sizes.classes, axis=0), inputs)
-        source = replace(source, source=by_class, spread=_spread_by_step(g, inputs.spread, inputs.distinct))
+        blocked = _in_blocks(g, by_class, g.Concat(g.i64([UNROLL]), inputs.sizes.classes, axis=0), inputs)
+        source = _BlockEmissions(blocked, index, _spread_by_step(g, inputs.spread, inputs.distinct))
     else:
         way = _no_classes(inputs) if classes == 0 else _many_classes(inputs, chunked=frames is None)
         part, (emissions, nonfinite) = way
@@ -777,7 +776,7 @@ def _loop_inputs(
     return ctx, start
 
 
-def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs) -> tuple[str, str, str, str, str]:
+def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs) -> tuple[str, str, str, str, str]:
     """The If over how emissions are read: [] true when C <= FEW_CLASSES (and C > 0), then the
     few-classes source and index, the blocked emissions of the other way, and the samples [N]
     with an active non-finite frame."""
@@ -786,11 +785,9 @@ def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs, ctx: _LoopInputs) -
     # and read only values of this graph: onnxruntime replaces an If whose condition it can fold
     # (fixed dimensions) by its branch and renames that branch's values, but not the names a Loop
     # body nested in the branch reads.
-    few, source, few_nonfinite = _few_classes(inputs)
-    assert source.index is not None
-    index = source.index
+    few, by_class, index, few_nonfinite = _few_classes(inputs)
     few_outputs = [
-        source.source,
+        by_class,
         index,
         few.Expand(few.const(np.zeros((0, 0, 0)), compute), few.i64([0, 0, 0])),
         few_nonfinite,
