@@ -678,9 +678,7 @@ def _joined(
     axis1 = g.i64([1])
     halves = ((g.i64([0]), batch), (batch, g.Mul(batch, g.i64([2]))))
     first, second = (g.Slice(lanes, start, end, axis1) for start, end in halves)
-    stay, skip = (
-        g.Slice(penalty, g.i64([0]), batch, axis1) for penalty in (lattice.stay_penalty, lattice.skip_penalty)
-    )
+    stay, skip = (g.Slice(penalty, *halves[0], axis1) for penalty in (lattice.stay_penalty, lattice.skip_penalty))
     top = g.Sub(g.Squeeze(lattice.count, g.i64([0])), g.i64(1))
     # Rows past the lattices read row 0 or 1 (ln 0); rows 0 and 1 of F are ln 0 whatever they read.
     mirrored = [
@@ -735,13 +733,13 @@ def _chosen_recursion(
     if 0 < classes <= FEW_CLASSES:
         part, by_class, index, nonfinite = _few_classes(inputs)
         g.nodes.extend(part.nodes)
-        blocked = _in_blocks(g, by_class, g.Concat(g.i64([UNROLL]), inputs.sizes.classes, axis=0), inputs)
+        blocked = _in_blocks(g, by_class, _block_widths(g, inputs)[0], inputs)
         source = _BlockEmissions(blocked, index, _spread_by_step(g, inputs.spread, inputs.distinct))
     else:
         way = _no_classes(inputs) if classes == 0 else _many_classes(inputs, chunked=frames is None)
         part, (emissions, nonfinite) = way
         g.nodes.extend(part.nodes)
-        source = _BlockEmissions(_in_blocks(g, emissions, g.Mul(inputs.count, g.i64([UNROLL])), inputs))
+        source = _BlockEmissions(_in_blocks(g, emissions, _block_widths(g, inputs)[1], inputs))
     alpha, offset = _loops(g, ctx, start, source, inputs.compute, scan=frames is not None)
     return alpha, offset, nonfinite
 
@@ -751,9 +749,11 @@ def _loop_inputs(
 ) -> tuple[_LoopInputs, _Start]:
     """The forward Loop's constant inputs and its start: before any step only each lane's state 0
     (its ``first_row``) has probability 1."""
-    axis0, axis1, rows = g.i64([0]), g.i64([1]), lattice.rows
+    axis0, rows = g.i64([0]), lattice.rows
+    column = g.Unsqueeze(rows, g.i64([1]))
+    first_row, last_row = (g.Unsqueeze(row, axis0) for row in (lattice.first_row, lattice.last_row))
     zero, neg_inf = g.const(0.0, compute), g.const(-np.inf, compute)
-    alpha0 = g.Where(g.Equal(g.Unsqueeze(rows, axis1), g.Unsqueeze(lattice.first_row, axis0)), zero, neg_inf)
+    alpha0 = g.Where(g.Equal(column, first_row), zero, neg_inf)
     ctx = _LoopInputs(
         step_rows=g.Max(g.Sub(rows, g.i64(1)), g.i64(0)),
         skip_rows=g.Max(g.Sub(rows, g.i64(2)), g.i64(0)),
@@ -761,14 +761,7 @@ def _loop_inputs(
         skip_penalty=lattice.skip_penalty,
         # Rows of each lane's own lattice: its offset ignores the rows outside, so a lane's
         # float32 arithmetic does not depend on the other targets of the batch.
-        own_penalty=g.Where(
-            g.And(
-                g.GreaterOrEqual(g.Unsqueeze(rows, axis1), g.Unsqueeze(lattice.first_row, axis0)),
-                g.LessOrEqual(g.Unsqueeze(rows, axis1), g.Unsqueeze(lattice.last_row, axis0)),
-            ),
-            zero,
-            neg_inf,
-        ),
+        own_penalty=g.Where(g.And(g.GreaterOrEqual(column, first_row), g.LessOrEqual(column, last_row)), zero, neg_inf),
         lowest=g.const(np.finfo(helper.tensor_dtype_to_np_dtype(compute)).min, compute),
         zero=zero,
     )
@@ -816,8 +809,9 @@ def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs) -> tuple[str, str, 
     # Blocked here, not in the If's branches: a Reshape that gives a branch's output copies it.
     # The way not taken gives an empty tensor, blocked with 0 for one of its dims.
     few_flag = g.Cast(g.Unsqueeze(is_few, axis0), to=INT64)
-    few_width = g.Concat(g.i64([UNROLL]), g.Mul(sizes.classes, few_flag), axis=0)
-    other_width = g.Mul(g.Mul(inputs.count, g.i64([UNROLL])), g.Sub(g.i64([1]), few_flag))
+    few_width, other_width = _block_widths(g, inputs)
+    few_width = g.Mul(few_width, g.Concat(g.i64([1]), few_flag, axis=0))
+    other_width = g.Mul(other_width, g.Sub(g.i64([1]), few_flag))
     return (
         is_few,
         _in_blocks(g, by_class, few_width, inputs),
@@ -825,6 +819,12 @@ def _emission_ways(g: GraphBuilder, inputs: _EmissionInputs) -> tuple[str, str, 
         _in_blocks(g, emissions, other_width, inputs),
         nonfinite,
     )
+
+
+def _block_widths(g: GraphBuilder, inputs: _EmissionInputs) -> tuple[str, str]:
+    """The dims of a block of UNROLL steps between the blocks and the lanes: [UNROLL, C] for the
+    few-classes log-probabilities, [UNROLL * (2 + S)] for the other ways' emissions."""
+    return g.Concat(g.i64([UNROLL]), inputs.sizes.classes, axis=0), g.Mul(inputs.count, g.i64([UNROLL]))
 
 
 def _in_blocks(g: GraphBuilder, values: str, width: str, inputs: _EmissionInputs) -> str:
