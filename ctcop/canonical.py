@@ -438,7 +438,8 @@ def _time_major_arrays(inputs: Any, sequence_mask: Any, labels: Any) -> tuple[np
             and labels.shape == (shape[1], shape[0])
             and _time_major_types(inputs.dtype, sequence_mask.dtype, labels.dtype)
         ):
-            check_size((("inputs", inputs), ("sequence_mask", sequence_mask), ("labels", labels)))
+            if (inputs.size + sequence_mask.size + labels.size) * WORKING_BYTES > ALWAYS_FITS:
+                check_size((("inputs", inputs), ("sequence_mask", sequence_mask), ("labels", labels)))
             return inputs, sequence_mask, labels
     values = {"inputs": inputs, "sequence_mask": sequence_mask, "labels": labels}
     arrays, _ = _checked(form("time_major"), values)
@@ -459,8 +460,14 @@ def time_major_inputs(
     logits, mask, raw = _time_major_arrays(inputs, sequence_mask, labels)
     collapse = flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
     merge = flag(merge_repeated, "merge_repeated")
-    mask_values, label_values = np.ascontiguousarray(as_int64(mask)), np.ascontiguousarray(as_int64(raw))
-    return TimeMajorInputs(logits, mask, raw, mask_values, label_values, collapse, merge)
+    return TimeMajorInputs(logits, mask, raw, _int64_rows(mask), _int64_rows(raw), collapse, merge)
+
+
+def _int64_rows(array: np.ndarray) -> IntArray:
+    """``array`` as C-contiguous int64, itself where it is already."""
+    if array.dtype == np.int64 and array.flags.c_contiguous:
+        return array
+    return np.ascontiguousarray(as_int64(array))
 
 
 def from_time_major(
@@ -488,27 +495,17 @@ def time_major_batch(checked: TimeMajorInputs) -> CanonicalBatch:
     from . import rule_scan  # compiled: loaded on first use, not by ``ctcop validate``
 
     classes = int(checked.logits.shape[2])
-    lengths, targets, target_lengths, fault = scan_buffers(checked)
+    frames, samples = checked.mask_values.shape
+    lengths, targets = np.empty(samples, np.int64), np.empty((samples, frames), np.int64)
+    target_lengths, fault = np.empty(samples, np.int64), np.empty(3, np.int64)  # fault: kind, row, column
     scan = rule_scan.time_major_scan
     longest = scan(
         checked.mask_values, checked.label_values, classes, checked.collapse, lengths, targets, target_lengths, fault
     )
-    return scanned_batch(checked, fault, lengths, targets, target_lengths, longest)
+    return _scanned_batch(checked, fault, lengths, targets, target_lengths, longest)
 
 
-def scan_buffers(checked: TimeMajorInputs) -> tuple[IntArray, IntArray, IntArray, IntArray]:
-    """Where the rule scan writes the frame counts [N], the processed targets [N, T], their
-    lengths [N] and the fault (kind, row, column)."""
-    frames, samples = checked.mask_values.shape
-    return (
-        np.empty(samples, np.int64),
-        np.empty((samples, frames), np.int64),
-        np.empty(samples, np.int64),
-        np.empty(3, np.int64),
-    )
-
-
-def scanned_batch(
+def _scanned_batch(
     checked: TimeMajorInputs,
     fault: IntArray,
     lengths: IntArray,

@@ -62,6 +62,7 @@ THREADS_VARIABLE = "CTCOP_NUM_THREADS"
 # The largest thread count accepted: far above any CPU count the core can use, far below what
 # exhausts a process's threads.
 MAX_THREADS = 1024
+_UNLIMITED = int(np.iinfo(np.int64).max)  # a work limit that no batch reaches
 
 _pool_lock = threading.Lock()  # held only to read or replace the two values below, never while computing
 _pool: tuple[int, ThreadPoolExecutor] | None = None  # (its thread count, the pool)
@@ -257,23 +258,19 @@ def _in_one_call(
     """A small batch's rule scan and result in one call of ``kernel`` (with ``settings`` after
     the inputs and attributes, writing ``outputs``, sharing the batch with the second thread where
     it may pay and ``threads`` allow, :mod:`ctcop.second_thread`): ``computed`` when it computed
-    the batch, else ``whole`` of the batch it scanned (a fault raised, or a batch too large for one
-    call)."""
-    lengths, targets, target_lengths, fault = canonical.scan_buffers(checked)
+    the batch, else ``whole`` of the batch scanned again (a fault raised, or a batch too large for
+    one call)."""
     logits, labels = _writable(checked.logits), _writable(checked.label_values)
-    inputs = (logits, checked.mask_values, labels, checked.collapse, checked.merge_repeated)
-    pair = checked.logits.shape[1] > 1 and threads > 1
+    pair = threads > 1 and logits.shape[1] > 1
     arena = second_thread.shared(PAIR_WORK // 2) if pair else second_thread.ALONE
-    longest = kernel(*inputs, *settings, lengths, targets, target_lengths, fault, *outputs, arena)
+    done = kernel(
+        logits, checked.mask_values, labels, checked.collapse, checked.merge_repeated, *settings, *outputs, arena
+    )
     try:
-        return (
-            computed
-            if longest < 0
-            else whole(canonical.scanned_batch(checked, fault, lengths, targets, target_lengths, longest))
-        )
+        return computed if done < 0 else whole(canonical.time_major_batch(checked))
     finally:  # after the pool, if the batch went there: the thread would spin beside it
-        if arena.size:
-            second_thread.wake(arena, longest == small_batch.WAKE)
+        if pair:
+            second_thread.wake(arena, done == small_batch.WAKE)
 
 
 def _one_call_limits(threads: int, factor: int) -> tuple[int, int]:
@@ -281,7 +278,7 @@ def _one_call_limits(threads: int, factor: int) -> tuple[int, int]:
     thread, and the work below which it is computed in one call without it: any work on one
     thread; on two, PAIR_WORK and the pool's threshold (PARALLEL_WORK, counted ``factor`` times);
     on more, the pool's threshold for both."""
-    alone = PARALLEL_WORK // factor if threads > 1 else int(np.iinfo(np.int64).max)
+    alone = PARALLEL_WORK // factor if threads > 1 else _UNLIMITED
     return (PAIR_WORK if threads == 2 else alone), alone
 
 

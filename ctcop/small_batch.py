@@ -4,9 +4,9 @@
 :func:`losses` and :func:`losses_and_grad` run the rule scan of :mod:`ctcop.rule_scan` (rules 3.1
 and 3.3: the frame counts and the processed targets), then, where the batch's work is below the
 limit the caller gives, the batch kernels of :mod:`ctcop.kernels` on every sample: a small batch
-costs one call from Python. A faulty batch, or one whose work reaches the limit, comes back
-scanned, for :mod:`ctcop.canonical` to name the fault or :mod:`ctcop.recursion` to hand its
-samples to the pool.
+costs one call from Python. A faulty batch, or one whose work reaches the limit, is left to the
+caller, for :mod:`ctcop.canonical` to scan again and name the fault or :mod:`ctcop.recursion` to
+hand its samples to the pool (the scan is O(N T), a small part of a batch too large for one call).
 
 The second thread. Handing a small batch to a pool thread costs more than computing it where a
 sleeping thread has to be woken (tens of microseconds), so :mod:`ctcop.second_thread` keeps one
@@ -67,21 +67,17 @@ ARENA_BYTES = 7 * 8
 
 @compiled
 def _scanned(
-    mask: np.ndarray,
-    labels: np.ndarray,
-    classes: int,
-    collapse: bool,
-    work_limit: int,
-    lengths: np.ndarray,
-    targets: np.ndarray,
-    target_lengths: np.ndarray,
-    fault: np.ndarray,
-) -> tuple[int, bool]:
-    """The rule scan, then the longest target and whether the batch is computed here: no fault,
-    and one sample or :func:`ctcop.kernels.work_units` below ``work_limit``."""
-    longest = time_major_scan(mask, labels, classes, collapse, lengths, targets, target_lengths, fault)
+    mask: np.ndarray, labels: np.ndarray, classes: int, collapse: bool, work_limit: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, bool]:
+    """The rule scan's frame counts [N], processed targets [N, T] and their lengths [N], the
+    longest target, and whether the batch is computed here: no fault, and one sample or
+    :func:`ctcop.kernels.work_units` below ``work_limit``."""
     frames, samples = mask.shape
-    return longest, fault[0] == 0 and (samples <= 1 or work_units(samples, frames, classes, longest) < work_limit)
+    lengths, targets = np.empty(samples, np.int64), np.empty((samples, frames), np.int64)
+    target_lengths, fault = np.empty(samples, np.int64), np.empty(3, np.int64)
+    longest = time_major_scan(mask, labels, classes, collapse, lengths, targets, target_lengths, fault)
+    here = fault[0] == 0 and (samples <= 1 or work_units(samples, frames, classes, longest) < work_limit)
+    return lengths, targets, target_lengths, longest, here
 
 
 @compiled
@@ -371,22 +367,19 @@ def losses(
     merge_repeated: bool,
     work_limit: int,
     alone_limit: int,
-    lengths: np.ndarray,
-    targets: np.ndarray,
-    target_lengths: np.ndarray,
-    fault: np.ndarray,
     out: np.ndarray,
     arena: np.ndarray,
 ) -> int:
     """``logits`` [T, N, C], ``mask`` [T, N] and ``labels`` [N, T] (int64) scanned as
-    :func:`ctcop.rule_scan.time_major_scan` does, into ``lengths``, ``targets`` [N, T],
-    ``target_lengths`` and ``fault``; then, for a batch below ``work_limit``, the losses into
+    :func:`ctcop.rule_scan.time_major_scan` does; then, for a batch below ``work_limit``, the losses into
     ``out`` (of the logits' element type) as :func:`ctcop.kernels.batch_loss` writes them, shared
     with the second thread through ``arena`` (empty: on this thread alone; alone, only below
     ``alone_limit``). Returns COMPUTED, WAKE (computed, and the second thread should be woken), or
-    the longest target when the losses are left to the caller."""
+    the longest target when the batch is left to the caller (a fault, or too much work), who scans
+    it again (:func:`ctcop.canonical.time_major_batch`): where a batch is computed here, no buffer
+    of the scan is allocated, filled or handed over from Python."""
     classes = logits.shape[2]
-    longest, here = _scanned(mask, labels, classes, collapse, work_limit, lengths, targets, target_lengths, fault)
+    lengths, targets, target_lengths, longest, here = _scanned(mask, labels, classes, collapse, work_limit)
     if not here:
         return longest
     outputs = (np.empty(0), out, np.empty((0, 0, 0), logits.dtype))
@@ -405,10 +398,6 @@ def losses_and_grad(
     work_limit: int,
     alone_limit: int,
     segment_elements: int,
-    lengths: np.ndarray,
-    targets: np.ndarray,
-    target_lengths: np.ndarray,
-    fault: np.ndarray,
     out: np.ndarray,
     grad: np.ndarray,
     arena: np.ndarray,
@@ -417,7 +406,7 @@ def losses_and_grad(
     :func:`ctcop.kernels.batch_grad` writes it; the losses from its log-likelihoods, as
     :func:`ctcop.kernels.batch_loss` writes them."""
     classes = logits.shape[2]
-    longest, here = _scanned(mask, labels, classes, collapse, work_limit, lengths, targets, target_lengths, fault)
+    lengths, targets, target_lengths, longest, here = _scanned(mask, labels, classes, collapse, work_limit)
     if not here:
         return longest
     loglik = np.empty(mask.shape[1])

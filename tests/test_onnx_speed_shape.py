@@ -43,14 +43,22 @@ def test_the_forward_body_is_a_short_run_of_cheap_operators() -> None:
         ops = Counter(node.op_type for node in body.node)
         # One Log per block: the forward variables are (scale, mass) pairs within a block.
         assert ops["Log"] == 1 and ops["Sum"] == ops["Max"] == function.UNROLL
-        assert ops["Exp"] == 3 * function.UNROLL and ops["Mul"] == 3 * (function.UNROLL - 1)
-        per_step = OPS_PER_STEP + (ops["Add"] > 2 * function.UNROLL + 3)
+        # Three Muls a step for the masses, one a block for the padding of the carried rows.
+        assert ops["Exp"] == 3 * function.UNROLL and ops["Mul"] == 3 * (function.UNROLL - 1) + 1
+        # Two Adds a step (skip penalty, emission) and four a block; a third a step for the stay penalty.
+        stay_penalty = ops["Add"] >= 3 * function.UNROLL
+        per_step = OPS_PER_STEP + stay_penalty
         # Few classes: each step's emissions are one Gather of rows from the block's emissions by
         # class (its GatherElements); many: the block's emissions are split into the steps.
         assert ops["GatherElements"] + ops["Split"] == 1
         per_step += ops["GatherElements"]
-        # The rest is per block: the block's emissions, the offset update, the loop condition.
-        assert len(body.node) - ops["Constant"] <= per_step * function.UNROLL + 18
+        # A block computes the rows a lane can have reached by its end (function._row_limits): the
+        # first rows of the moves' rows, of the penalties and of each step's emissions are Slices
+        # of tensors of 2 + S rows, and the carried rows are grown to them by one Pad.
+        assert ops["Slice"] == function.UNROLL + 4 + stay_penalty and ops["Pad"] == 1
+        # The rest is per block: the block's emissions, its rows, the offset update, the loop
+        # condition.
+        assert len(body.node) - ops["Constant"] <= per_step * function.UNROLL + 18 + ops["Slice"] + 5
         # No reduction or Where per step (onnxruntime's cost several simple operators): one
         # ReduceMax and one Where per block, for the offset.
         assert ops["ReduceMax"] == ops["Where"] == 1

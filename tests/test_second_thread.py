@@ -37,16 +37,15 @@ def one_call(space: np.ndarray, inputs: tuple, gradient: bool) -> tuple[np.ndarr
     """``small_batch.losses`` (or with the gradient) of ``inputs`` sharing ``space``."""
     checked = canonical.time_major_inputs(*inputs, preprocess_collapse_repeated=False, merge_repeated=True)
     logits = checked.logits
-    buffers = canonical.scan_buffers(checked)
     head = (logits, checked.mask_values, checked.label_values, False, True, *LIMITS)
     out = np.empty(logits.shape[1], logits.dtype)
     if gradient:
         grad = np.zeros(logits.shape, logits.dtype)
         settings = (*head, recursion.SEGMENT_ELEMENTS)
-        done = small_batch.losses_and_grad(*settings, *buffers, out, grad, space)
+        done = small_batch.losses_and_grad(*settings, out, grad, space)
         assert done in (small_batch.COMPUTED, small_batch.WAKE)
         return out, grad
-    assert small_batch.losses(*head, *buffers, out, space) in (small_batch.COMPUTED, small_batch.WAKE)
+    assert small_batch.losses(*head, out, space) in (small_batch.COMPUTED, small_batch.WAKE)
     return (out,)
 
 

@@ -43,7 +43,7 @@ input of its declared ranks and element types. Its stages, one function each:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -499,7 +499,9 @@ def _no_classes(ctx: _EmissionInputs) -> tuple[GraphBuilder, list[str]]:
 class _LoopInputs:
     """Outer-scope values the Loop body reads: the rows that step and skip moves read; the
     penalties [2 + S, 2N] of the stay and skip moves and of the rows outside each lane's own
-    lattice (0 or -inf); the lowest finite value and 0 in the compute type."""
+    lattice (0 or -inf); the lowest finite value and 0 in the compute type; and for a Loop
+    ``row_limits`` [B + 1, 1], the rows it carries before its first block and after each (see
+    _row_limits; None: every row, as a Scan, which has no block number, computes them)."""
 
     step_rows: str
     skip_rows: str
@@ -508,6 +510,7 @@ class _LoopInputs:
     own_penalty: str
     lowest: str
     zero: str
+    row_limits: str | None
 
 
 def _step(
@@ -529,17 +532,43 @@ def _step(
     return g.Add(top, emission), g.Sum(*weights)
 
 
+def _head(g: GraphBuilder, values: str, rows: str) -> str:
+    """The first ``rows`` ([1]) rows of ``values``."""
+    return g.Slice(values, g.i64([0]), rows, g.i64([0]))
+
+
+def _grown(g: GraphBuilder, values: str, rows: str, grown: str, compute: int) -> str:
+    """``values`` of ``rows`` ([1]) rows (compute type) with rows of ln 0 appended up to
+    ``grown`` ([1], at least ``rows``)."""
+    below = g.Mul(g.Sub(grown, rows), g.i64([0, 0, 1, 0]))  # pads [0, 0, added, 0]
+    return g.Pad(values, below, g.const(-np.inf, compute))
+
+
+def _row_limits(g: GraphBuilder, highest: str, count: str, blocks: str) -> str:
+    """[B + 1, 1]: the rows that the Loop carries before its first block and after each, min(2 + S,
+    r + 1 + 2 UNROLL b) after b blocks, with r = ``highest`` ([1]), the highest first row of a
+    lane, and ``count`` [1] = 2 + S. Before any step a lane's only state of nonzero probability
+    is its first row, the rows below it stay ln 0, and a step moves a path down at most two rows:
+    after k steps every row beyond first_row + 2k is ln 0 in every lane. (With targets of one
+    length r = 2: the first three blocks of warp-ctc's L = 40 compute 23, 43 and 63 of the 83
+    rows.)"""
+    ends = g.Mul(g.Range(g.i64(0), g.Add(blocks, g.i64(1)), g.i64(1)), g.i64(2 * UNROLL))
+    return g.Unsqueeze(g.Min(g.Add(ends, g.Add(highest, g.i64([1]))), count), g.i64([1]))
+
+
 def _loop_body(
-    ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_penalty: bool, scan: bool
+    prefix: str, ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_penalty: bool, scan: bool
 ) -> onnx.GraphProto:
     """UNROLL steps of the forward recursion (spec 4.5) as one Loop iteration, or with ``scan``
-    one Scan iteration (the block of ``source`` is then the Scan's input, not a Gather).
+    one Scan iteration (the block of ``source`` is then the Scan's input, not a Gather); its
+    values' names begin with ``prefix``.
 
-    Carried values: ``alpha`` [2 + S, 2N] in the compute type, the forward variables of each lane
-    minus its ``offset`` [1, 2N] (float64). Within the block a forward variable is a pair, ``scale +
-    ln(mass)``, so the block takes one Log, at its end (onnxruntime's float32 Log costs about seven
-    elementwise operators). Per step the three move terms of the scales are separate tensors (the
-    stay term needs no penalty when merge_repeated holds); the new scale is their maximum, floored
+    Carried values: ``alpha`` [2 + S, 2N] (a Loop: the rows of _row_limits) in the compute type,
+    the forward variables of each lane minus its ``offset`` [1, 2N] (float64). Within the block a
+    forward variable is a pair, ``scale + ln(mass)``, so the block takes one Log, at its end
+    (onnxruntime's float32 Log costs about seven elementwise operators). Per step the three move
+    terms of the scales are separate tensors (the stay term needs no penalty when merge_repeated
+    holds); the new scale is their maximum, floored
     at the lowest finite value (one variadic Max: no NaN in the subtractions where every term is
     ln 0), plus the emission; the new mass is the sum of the masses of the three sources weighted
     by exp(term - maximum). A state that a move reaches from a state of nonzero mass has a mass
@@ -554,17 +583,37 @@ def _loop_body(
     axis cost several times more). A Loop, not a Scan, where T is known only
     when the graph runs: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
     """
-    g = GraphBuilder("step_")
+    g = GraphBuilder(f"{prefix}step_")  # names unique across the bodies (ONNX's data propagation)
+    # Block b computes only the rows that a lane can have reached by its end, and the Loop carries
+    # only those (the others are ln 0): the body's input shapes differ from block to block only
+    # where its tensors' sizes do, so onnxruntime's memory pattern for each input shape fits.
+    scale, limit = "alpha_in", None
+    if ctx.row_limits is not None:
+        limit = g.Gather(ctx.row_limits, g.Add("b", g.i64(1)), axis=0)
+        scale = _grown(g, scale, g.Gather(ctx.row_limits, "b", axis=0), limit, compute)
+
+    def head(values: str) -> str:
+        return values if limit is None else _head(g, values, limit)
+
+    ctx = replace(
+        ctx,
+        step_rows=head(ctx.step_rows),
+        skip_rows=head(ctx.skip_rows),
+        stay_penalty=head(ctx.stay_penalty) if stay_penalty else ctx.stay_penalty,
+        skip_penalty=head(ctx.skip_penalty),
+        own_penalty=head(ctx.own_penalty),
+    )
     block = "block" if scan else g.Gather(source.source, "b", axis=0)
     if source.index is not None:
         assert source.spread is not None
         by_class = g.Flatten(g.GatherElements(block, source.index, axis=1), axis=2)
-        emissions = [g.Gather(by_class, rows, axis=0) for rows in source.spread]
+        emissions = [g.Gather(by_class, head(rows), axis=0) for rows in source.spread]
     else:
         emissions = [g.fresh("emission") for _ in range(UNROLL)]
         g.node("Split", [block], emissions, axis=0, num_outputs=UNROLL)
+        emissions = [head(emission) for emission in emissions]
     # The masses are 1 (absent) before the block's first step.
-    scale, mass = "alpha_in", None
+    mass = None
     for step in range(UNROLL):
         scale, mass = _step(g, ctx, scale, mass, emissions[step], stay_penalty)
     alpha = g.Add(scale, g.Log(mass)) if mass is not None else scale
@@ -604,18 +653,19 @@ def _loops(
 ) -> list[str]:
     """The forward Loop over ``source``, or with ``scan`` a Scan over its blocks: an If on
     merge_repeated picks a body with or without the stay penalty, or the body is chosen here
-    when the graph is built for one merge_repeated. Returns ``alpha`` [2 + S, 2N] (compute type)
-    and ``offset`` [1, 2N] (float64)."""
+    when the graph is built for one merge_repeated. Returns ``alpha`` (compute type; [2 + S, 2N],
+    or a Loop's first rows, see _row_limits) and ``offset`` [1, 2N] (float64)."""
     branches = []
     for stay_penalty in (False, True) if isinstance(start.merge, str) else (not start.merge,):
         part = GraphBuilder(f"{g.prefix}{'stay_penalty' if stay_penalty else 'free_stays'}_")
-        outputs = [part.fresh(name) for name in ("alpha", "offset")]
-        body = _loop_body(ctx, source, compute, stay_penalty, scan)
+        body = _loop_body(part.prefix, ctx, source, compute, stay_penalty, scan)
+        alpha, offset = (part.fresh(name) for name in ("alpha", "offset"))
         if scan:
-            part.node("Scan", [start.alpha, start.offset, source.source], outputs, body=body, num_scan_inputs=1)
+            part.node("Scan", [start.alpha, start.offset, source.source], [alpha, offset], body=body, num_scan_inputs=1)
         else:
             inputs = [start.blocks, part.const(True, np.bool_), start.alpha, start.offset]
-            part.node("Loop", inputs, outputs, body=body)
+            part.node("Loop", inputs, [alpha, offset], body=body)
+        outputs = [alpha, offset]
         branches.append((part, outputs))
     if isinstance(start.merge, bool):
         g.nodes.extend(branches[0][0].nodes)
@@ -644,18 +694,21 @@ def _forward(
     the Loop body gathers each block's emissions (_few_classes); with more they are gathered
     before the Loop (_many_classes); with C = 0 they are zeros (_no_classes). ``known``: T and C
     where the graph is built for them (see _chosen_recursion), else None."""
-    ctx, start = _loop_inputs(g, lattice, frames, merge, compute)
+    known_frames, known_classes = known
+    # A Loop runs the blocks unless T is known (a Scan, or no step at all; _chosen_recursion).
+    ctx, start = _loop_inputs(g, lattice, frames, merge, compute, limited=known_frames is None)
     x_rows = g.Reshape(x, g.Concat(g.Mul(sizes.frames, sizes.batch), sizes.classes, axis=0), allowzero=1)
     distinct = g.Transpose(lattice.distinct, perm=[1, 0])
     blank = g.Sub(sizes.class_count, g.i64(1))
     inputs = _EmissionInputs(
         x, x_rows, frames, checked.active, distinct, lattice.spread, lattice.count, blank, sizes, compute
     )
-    known_frames, known_classes = known
     if known_classes is None:
         alpha, offset, nonfinite = _recursion(g, inputs, ctx, start)
     else:
         alpha, offset, nonfinite = _chosen_recursion(g, inputs, ctx, start, known_frames, known_classes)
+    if ctx.row_limits is not None:  # the Loop's rows, and ln 0 in those that no lane has reached
+        alpha = _grown(g, alpha, g.Gather(ctx.row_limits, frames.blocks, axis=0), lattice.count, compute)
     own = g.Add(alpha, ctx.own_penalty)
     return _joined(g, own, offset, lattice, sizes.batch, sample_ids, compute), nonfinite
 
@@ -745,15 +798,17 @@ def _chosen_recursion(
 
 
 def _loop_inputs(
-    g: GraphBuilder, lattice: _Lattice, frames: _Frames, merge: str | bool, compute: int
+    g: GraphBuilder, lattice: _Lattice, frames: _Frames, merge: str | bool, compute: int, limited: bool
 ) -> tuple[_LoopInputs, _Start]:
     """The forward Loop's constant inputs and its start: before any step only each lane's state 0
-    (its ``first_row``) has probability 1."""
+    (its ``first_row``) has probability 1. ``limited``: the recursion is a Loop, whose blocks
+    compute the rows of _row_limits."""
     axis0, rows = g.i64([0]), lattice.rows
     column = g.Unsqueeze(rows, g.i64([1]))
     first_row, last_row = (g.Unsqueeze(row, axis0) for row in (lattice.first_row, lattice.last_row))
     zero, neg_inf = g.const(0.0, compute), g.const(-np.inf, compute)
     alpha0 = g.Where(g.Equal(column, first_row), zero, neg_inf)
+    highest = _largest(g, first_row)
     ctx = _LoopInputs(
         step_rows=g.Max(g.Sub(rows, g.i64(1)), g.i64(0)),
         skip_rows=g.Max(g.Sub(rows, g.i64(2)), g.i64(0)),
@@ -764,7 +819,10 @@ def _loop_inputs(
         own_penalty=g.Where(g.And(g.GreaterOrEqual(column, first_row), g.LessOrEqual(column, last_row)), zero, neg_inf),
         lowest=g.const(np.finfo(helper.tensor_dtype_to_np_dtype(compute)).min, compute),
         zero=zero,
+        row_limits=_row_limits(g, highest, lattice.count, frames.blocks) if limited else None,
     )
+    if ctx.row_limits is not None:  # a Loop starts from the rows up to the highest first row
+        alpha0 = _head(g, alpha0, g.Gather(ctx.row_limits, g.i64(0), axis=0))
     start = _Start(frames.blocks, alpha0, g.Expand(g.f64(0.0), g.Concat(g.i64([1]), frames.lanes, axis=0)), merge)
     return ctx, start
 
