@@ -115,6 +115,30 @@ def test_float32_export_stays_accurate_over_2000_frames_with_few_classes() -> No
     np.testing.assert_allclose(got, expected, rtol=1.1e-6, atol=0)
 
 
+@pytest.mark.parametrize("runtime", ["onnxruntime", "onnx-reference"])
+def test_the_loops_row_limits_keep_the_fastest_paths(runtime: str) -> None:
+    # A Loop's block b computes the rows up to r + 2 UNROLL (b + 1) (function._row_limits). Here
+    # nearly all the probability is on paths that advance a label a frame: sample 0's first lane
+    # is in state 2k - 1, row 2k + 1, after k steps (its 20 labels in frames 0-19, blanks after);
+    # sample 1's second lane, below its 3 labels, starts at row 2 + 2 (20 - 3) = 36 and reads its
+    # labels at its first steps. A row after k steps is at most first row + 2k - 1, one fewer than
+    # the limits allow; with two rows fewer a block these paths would be cut off and the losses
+    # grow by about 8 a frame (checked).
+    frames, classes, blank = 4 * function.UNROLL, 22, 21
+    inputs = np.zeros((frames, 2, classes), np.float32)
+    labels = np.full((2, frames), -1, np.int64)
+    labels[0, :20], labels[1, :3] = np.arange(20), [4, 5, 6]
+    inputs[:20, 0, :20] += 8.0 * np.eye(20, dtype=np.float32)
+    inputs[20:, 0, blank] = 8.0
+    inputs[:, 1, blank] = 8.0
+    inputs[frames - 3 :, 1, [4, 5, 6]] += 8.0 * np.eye(3, dtype=np.float32)
+    inputs[frames - 3 :, 1, blank] = 0.0
+    mask = np.ones((frames, 2), np.int32)
+    expected = ctcop.ctc_loss(inputs, mask, labels)
+    assert expected.max() < 1.0  # the fastest paths are nearly certain
+    np.testing.assert_allclose(RUNTIMES[runtime](inputs, mask, labels), expected, rtol=1e-5, atol=1e-6)
+
+
 def peak_child(request: dict[str, Any]) -> float:
     """In a fresh worker: the peak of two calls after a first one, above the resident size before
     them, over the logits' bytes."""
