@@ -115,7 +115,7 @@ def test_float32_export_stays_accurate_over_2000_frames_with_few_classes() -> No
     np.testing.assert_allclose(got, expected, rtol=1.1e-6, atol=0)
 
 
-@pytest.mark.parametrize("runtime", ["onnxruntime", "onnx-reference"])
+@pytest.mark.parametrize("runtime", ["onnxruntime", "onnx-reference", "openvino-onnx"])
 def test_the_loops_row_limits_keep_the_fastest_paths(runtime: str) -> None:
     # A Loop's block b computes the rows up to r + 2 UNROLL (b + 1) (function._row_limits). Here
     # nearly all the probability is on paths that advance a label a frame: sample 0's first lane
