@@ -132,6 +132,11 @@ def _gib(size: int) -> str:
     return f"{size / 2**30:.1f} GiB"
 
 
+def always_fit(elements: int) -> bool:
+    """Whether inputs of this many elements in all are within ALWAYS_FITS (see :func:`check_size`)."""
+    return elements * WORKING_BYTES <= ALWAYS_FITS
+
+
 def check_size(arrays: Sequence[tuple[str, np.ndarray]]) -> None:
     """Refuse inputs whose working copies cannot fit in memory, before anything is allocated:
     ``InvalidInputError`` naming the largest input, its shape and the bytes. Counts elements
@@ -140,7 +145,7 @@ def check_size(arrays: Sequence[tuple[str, np.ndarray]]) -> None:
     allocation anyway, which :func:`ctcop.errors.refusing_memory_errors` turns into an
     ``InvalidInputError`` naming the input)."""
     total = sum([array.size for _, array in arrays]) * WORKING_BYTES
-    if total <= ALWAYS_FITS:
+    if always_fit(total // WORKING_BYTES):
         return
     budget = memory_budget()
     if budget is not None and total > budget:
@@ -438,7 +443,7 @@ def _time_major_arrays(inputs: Any, sequence_mask: Any, labels: Any) -> tuple[np
             and labels.shape == (shape[1], shape[0])
             and _time_major_types(inputs.dtype, sequence_mask.dtype, labels.dtype)
         ):
-            if (inputs.size + sequence_mask.size + labels.size) * WORKING_BYTES > ALWAYS_FITS:
+            if not always_fit(inputs.size + sequence_mask.size + labels.size):
                 check_size((("inputs", inputs), ("sequence_mask", sequence_mask), ("labels", labels)))
             return inputs, sequence_mask, labels
     values = {"inputs": inputs, "sequence_mask": sequence_mask, "labels": labels}

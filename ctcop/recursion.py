@@ -259,7 +259,8 @@ def _in_one_call(
     the inputs and attributes, writing ``outputs``, sharing the batch with the second thread where
     it may pay and ``threads`` allow, :mod:`ctcop.second_thread`): ``computed`` when it computed
     the batch, else ``whole`` of the batch scanned again (a fault raised, or a batch too large for
-    one call)."""
+    one call; the labels as the call read them, so the scan is not compiled again for read-only
+    arrays)."""
     logits, labels = _writable(checked.logits), _writable(checked.label_values)
     pair = threads > 1 and logits.shape[1] > 1
     arena = second_thread.shared(PAIR_WORK // 2) if pair else second_thread.ALONE
@@ -267,7 +268,9 @@ def _in_one_call(
         logits, checked.mask_values, labels, checked.collapse, checked.merge_repeated, *settings, *outputs, arena
     )
     try:
-        return computed if done < 0 else whole(canonical.time_major_batch(checked))
+        if done in (small_batch.COMPUTED, small_batch.WAKE):
+            return computed
+        return whole(canonical.time_major_batch(checked._replace(label_values=labels)))
     finally:  # after the pool, if the batch went there: the thread would spin beside it
         if pair:
             second_thread.wake(arena, done == small_batch.WAKE)

@@ -32,8 +32,9 @@ input of its declared ranks and element types. Its stages, one function each:
   targets' logits; a frame is non-finite when its log-sum is NaN or its minimum is infinite, and
   an active non-finite frame makes its sample NaN;
 * the Loop: blocks of UNROLL steps carry the forward variables [2 + S, 2N] relative to a float64
-  per-lane offset; per step a fixed run of elementwise operators and Gathers; with fixed dims
-  (the static form, ``fixed``) a Scan with the same body, every shape a constant;
+  per-lane offset, only the rows some lane can have reached by the block's end; per step a fixed
+  run of elementwise operators and Gathers; with fixed dims (the static form, ``fixed``) a Scan
+  with the same body over every row, every shape a constant;
 * join and read-out (4.3, 4.4, 11.5): the two lanes of a sample joined over the moves between
   their frames (in the compute type on the values relative to the lanes' offsets, which are
   added to the logarithm in float64), -ln of the sum, +0.0 for a zero, NaN for non-finite and
@@ -548,10 +549,12 @@ def _row_limits(g: GraphBuilder, highest: str, count: str, blocks: str) -> str:
     """[B + 1, 1]: the rows that the Loop carries before its first block and after each, min(2 + S,
     r + 1 + 2 UNROLL b) after b blocks, with r = ``highest`` ([1]), the highest first row of a
     lane, and ``count`` [1] = 2 + S. Before any step a lane's only state of nonzero probability
-    is its first row, the rows below it stay ln 0, and a step moves a path down at most two rows:
-    after k steps every row beyond first_row + 2k is ln 0 in every lane. (With targets of one
-    length r = 2: the first three blocks of warp-ctc's L = 40 compute 23, 43 and 63 of the 83
-    rows.)"""
+    is its first row, the pad rows before it stay ln 0, and a step moves a path at most two rows
+    on: after k >= 1 steps every row beyond first_row + 2k - 1 is ln 0 in every lane. One row is
+    to spare, which also keeps the scalar tail of onnxruntime's float32 Log (D17; 4 wide as
+    measured: the last 2N * rows mod 4 values, at most 2) in a row that no lane has reached, so
+    the rows computed hold the bits of the full rows. (With targets of one length r = 2: the first three blocks of
+    warp-ctc's L = 40 compute 23, 43 and 63 of the 83 rows.)"""
     ends = g.Mul(g.Range(g.i64(0), g.Add(blocks, g.i64(1)), g.i64(1)), g.i64(2 * UNROLL))
     return g.Unsqueeze(g.Min(g.Add(ends, g.Add(highest, g.i64([1]))), count), g.i64([1]))
 
@@ -589,6 +592,7 @@ def _loop_body(
     # where its tensors' sizes do, so onnxruntime's memory pattern for each input shape fits.
     scale, limit = "alpha_in", None
     if ctx.row_limits is not None:
+        assert not scan, "a Scan has no block number"
         limit = g.Gather(ctx.row_limits, g.Add("b", g.i64(1)), axis=0)
         scale = _grown(g, scale, g.Gather(ctx.row_limits, "b", axis=0), limit, compute)
 
