@@ -43,7 +43,7 @@ input of its declared ranks and element types. Its stages, one function each:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -559,6 +559,47 @@ def _row_limits(g: GraphBuilder, highest: str, count: str, blocks: str) -> str:
     return g.Unsqueeze(g.Min(g.Add(ends, g.Add(highest, g.i64([1]))), count), g.i64([1]))
 
 
+def _block_rows(
+    g: GraphBuilder, ctx: _LoopInputs, stay_penalty: bool, compute: int
+) -> tuple[_LoopInputs, str, Callable[[str], str]]:
+    """The rows a Loop's block b computes, those that a lane can have reached by its end (see
+    _row_limits; every row where ``ctx`` has no limits): ``ctx`` with the moves' rows and the
+    penalties cut to them, the carried variables grown to them with ln 0, and a function that
+    cuts a tensor of 2 + S rows to them. The Loop carries only those rows, so the body's input
+    shapes differ from block to block where its tensors' sizes do, and onnxruntime's memory
+    pattern, kept per input shape, fits each."""
+    if ctx.row_limits is None:
+        return ctx, "alpha_in", lambda values: values
+    limit = g.Gather(ctx.row_limits, g.Add("b", g.i64(1)), axis=0)
+    scale = _grown(g, "alpha_in", g.Gather(ctx.row_limits, "b", axis=0), limit, compute)
+
+    def head(values: str) -> str:
+        return _head(g, values, limit)
+
+    cut = replace(
+        ctx,
+        step_rows=head(ctx.step_rows),
+        skip_rows=head(ctx.skip_rows),
+        stay_penalty=head(ctx.stay_penalty) if stay_penalty else ctx.stay_penalty,
+        skip_penalty=head(ctx.skip_penalty),
+        own_penalty=head(ctx.own_penalty),
+    )
+    return cut, scale, head
+
+
+def _block_emissions(g: GraphBuilder, source: _BlockEmissions, scan: bool, head: Callable[[str], str]) -> list[str]:
+    """Each step's emissions of the block (see _BlockEmissions: the Scan's input ``block``, or
+    block ``b`` of the source), in the rows ``head`` keeps."""
+    block = "block" if scan else g.Gather(source.source, "b", axis=0)
+    if source.index is not None:
+        assert source.spread is not None
+        by_class = g.Flatten(g.GatherElements(block, source.index, axis=1), axis=2)
+        return [g.Gather(by_class, head(rows), axis=0) for rows in source.spread]
+    emissions = [g.fresh("emission") for _ in range(UNROLL)]
+    g.node("Split", [block], emissions, axis=0, num_outputs=UNROLL)
+    return [head(emission) for emission in emissions]
+
+
 def _loop_body(
     prefix: str, ctx: _LoopInputs, source: _BlockEmissions, compute: int, stay_penalty: bool, scan: bool
 ) -> onnx.GraphProto:
@@ -587,35 +628,9 @@ def _loop_body(
     when the graph runs: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
     """
     g = GraphBuilder(f"{prefix}step_")  # names unique across the bodies (ONNX's data propagation)
-    # Block b computes only the rows that a lane can have reached by its end, and the Loop carries
-    # only those (the others are ln 0): the body's input shapes differ from block to block only
-    # where its tensors' sizes do, so onnxruntime's memory pattern for each input shape fits.
-    scale, limit = "alpha_in", None
-    if ctx.row_limits is not None:
-        assert not scan, "a Scan has no block number"
-        limit = g.Gather(ctx.row_limits, g.Add("b", g.i64(1)), axis=0)
-        scale = _grown(g, scale, g.Gather(ctx.row_limits, "b", axis=0), limit, compute)
-
-    def head(values: str) -> str:
-        return values if limit is None else _head(g, values, limit)
-
-    ctx = replace(
-        ctx,
-        step_rows=head(ctx.step_rows),
-        skip_rows=head(ctx.skip_rows),
-        stay_penalty=head(ctx.stay_penalty) if stay_penalty else ctx.stay_penalty,
-        skip_penalty=head(ctx.skip_penalty),
-        own_penalty=head(ctx.own_penalty),
-    )
-    block = "block" if scan else g.Gather(source.source, "b", axis=0)
-    if source.index is not None:
-        assert source.spread is not None
-        by_class = g.Flatten(g.GatherElements(block, source.index, axis=1), axis=2)
-        emissions = [g.Gather(by_class, head(rows), axis=0) for rows in source.spread]
-    else:
-        emissions = [g.fresh("emission") for _ in range(UNROLL)]
-        g.node("Split", [block], emissions, axis=0, num_outputs=UNROLL)
-        emissions = [head(emission) for emission in emissions]
+    assert not (scan and ctx.row_limits is not None), "a Scan has no block number"
+    ctx, scale, head = _block_rows(g, ctx, stay_penalty, compute)
+    emissions = _block_emissions(g, source, scan, head)
     # The masses are 1 (absent) before the block's first step.
     mass = None
     for step in range(UNROLL):
