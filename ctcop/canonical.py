@@ -144,9 +144,10 @@ def check_size(arrays: Sequence[tuple[str, np.ndarray]]) -> None:
     ALWAYS_FITS bytes the limits are not read (a process without that much room fails at its next
     allocation anyway, which :func:`ctcop.errors.refusing_memory_errors` turns into an
     ``InvalidInputError`` naming the input)."""
-    total = sum([array.size for _, array in arrays]) * WORKING_BYTES
-    if always_fit(total // WORKING_BYTES):
+    elements = sum([array.size for _, array in arrays])
+    if always_fit(elements):
         return
+    total = elements * WORKING_BYTES
     budget = memory_budget()
     if budget is not None and total > budget:
         size, name, shape = max((int(array.size) * WORKING_BYTES, name, array.shape) for name, array in arrays)

@@ -371,8 +371,8 @@ def losses(
     arena: np.ndarray,
 ) -> int:
     """``logits`` [T, N, C], ``mask`` [T, N] and ``labels`` [N, T] (int64) scanned as
-    :func:`ctcop.rule_scan.time_major_scan` does; then, for a batch below ``work_limit``, the losses into
-    ``out`` (of the logits' element type) as :func:`ctcop.kernels.batch_loss` writes them, shared
+    :func:`ctcop.rule_scan.time_major_scan` does; then, for a batch below ``work_limit``, the
+    losses into ``out`` (of the logits' element type) as :func:`ctcop.kernels.batch_loss` writes them, shared
     with the second thread through ``arena`` (empty: on this thread alone; alone, only below
     ``alone_limit``). Returns COMPUTED, WAKE (computed, and the second thread should be woken), or
     the longest target when the batch is left to the caller (a fault, or too much work), who scans

@@ -545,18 +545,18 @@ def _grown(g: GraphBuilder, values: str, rows: str, grown: str, compute: int) ->
     return g.Pad(values, below, g.const(-np.inf, compute))
 
 
-def _row_limits(g: GraphBuilder, highest: str, count: str, blocks: str) -> str:
+def _row_limits(g: GraphBuilder, first_row: str, count: str, blocks: str) -> str:
     """[B + 1, 1]: the rows that the Loop carries before its first block and after each, min(2 + S,
-    r + 1 + 2 UNROLL b) after b blocks, with r = ``highest`` ([1]), the highest first row of a
-    lane, and ``count`` [1] = 2 + S. Before any step a lane's only state of nonzero probability
-    is its first row, the pad rows before it stay ln 0, and a step moves a path at most two rows
-    on: after k >= 1 steps every row beyond first_row + 2k - 1 is ln 0 in every lane. One row is
-    to spare, which also keeps the scalar tail of onnxruntime's float32 Log (D17; 4 wide as
+    r + 1 + 2 UNROLL b) after b blocks, with r the highest of the lanes' ``first_row`` [1, 2N]
+    and ``count`` [1] = 2 + S. Before any step a lane's only state of nonzero probability is its
+    first row, the pad rows before it stay ln 0, and a step moves a path at most two rows on:
+    after k >= 1 steps every row beyond first_row + 2k - 1 is ln 0 in every lane. One row is to
+    spare, which also keeps the scalar tail of onnxruntime's float32 Log (D17; 4 wide as
     measured: the last 2N * rows mod 4 values, at most 2) in a row that no lane has reached, so
-    the rows computed hold the bits of the full rows. (With targets of one length r = 2: the first three blocks of
-    warp-ctc's L = 40 compute 23, 43 and 63 of the 83 rows.)"""
+    the rows computed hold the bits of the full rows. (With targets of one length r = 2: the
+    first three blocks of warp-ctc's L = 40 compute 23, 43 and 63 of the 83 rows.)"""
     ends = g.Mul(g.Range(g.i64(0), g.Add(blocks, g.i64(1)), g.i64(1)), g.i64(2 * UNROLL))
-    return g.Unsqueeze(g.Min(g.Add(ends, g.Add(highest, g.i64([1]))), count), g.i64([1]))
+    return g.Unsqueeze(g.Min(g.Add(ends, g.Add(_largest(g, first_row), g.i64([1]))), count), g.i64([1]))
 
 
 def _block_rows(
@@ -612,20 +612,19 @@ def _loop_body(
     forward variable is a pair, ``scale + ln(mass)``, so the block takes one Log, at its end
     (onnxruntime's float32 Log costs about seven elementwise operators). Per step the three move
     terms of the scales are separate tensors (the stay term needs no penalty when merge_repeated
-    holds); the new scale is their maximum, floored
-    at the lowest finite value (one variadic Max: no NaN in the subtractions where every term is
-    ln 0), plus the emission; the new mass is the sum of the masses of the three sources weighted
-    by exp(term - maximum). A state that a move reaches from a state of nonzero mass has a mass
-    of at least 1 (the largest term's weight is 1) and below 3**UNROLL; one that no move reaches
-    has mass 0 (its scale is the floor plus the emission, or ln 0), so ``scale + ln(mass)`` is
-    ln 0 (the exponents are not floored: onnxruntime 1.32's Exp costs no more for a zero or
-    subnormal result, 0.70 µs at [83, 64] for exponents near -1, 0.71 near -90, 0.85 for
-    -inf). At the block's end the maximum of ``scale + ln(mass)`` over each lane's own rows moves
-    into ``offset``: the values left in the compute type stay small, so float32 rounding is
-    relative to a few frames' log-probabilities, not to the whole sum. Every operator is
-    elementwise, variadic or a Gather (onnxruntime's Where and its reductions over a short leading
-    axis cost several times more). A Loop, not a Scan, where T is known only
-    when the graph runs: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
+    holds); the new scale is their maximum, floored at the lowest finite value (one variadic Max:
+    no NaN in the subtractions where every term is ln 0), plus the emission; the new mass is the
+    sum of the masses of the three sources weighted by exp(term - maximum). A state that a move
+    reaches from a state of nonzero mass has a mass of at least 1 (the largest term's weight is 1)
+    and below 3**UNROLL; one that no move reaches has mass 0 (its scale is the floor plus the
+    emission, or ln 0), so ``scale + ln(mass)`` is ln 0 (the exponents are not floored: onnxruntime
+    1.32's Exp costs no more for a zero or subnormal result, 0.70 µs at [83, 64] for exponents near
+    -1, 0.71 near -90, 0.85 for -inf). At the block's end the maximum of ``scale + ln(mass)`` over
+    each lane's own rows moves into ``offset``: the values left in the compute type stay small, so
+    float32 rounding is relative to a few frames' log-probabilities, not to the whole sum. Every
+    operator is elementwise, variadic or a Gather (onnxruntime's Where and its reductions over a
+    short leading axis cost several times more). A Loop, not a Scan, where T is known only when the
+    graph runs: onnxruntime's Scan fails on a zero-length scan axis (T = 0).
     """
     g = GraphBuilder(f"{prefix}step_")  # names unique across the bodies (ONNX's data propagation)
     assert not (scan and ctx.row_limits is not None), "a Scan has no block number"
@@ -827,7 +826,6 @@ def _loop_inputs(
     first_row, last_row = (g.Unsqueeze(row, axis0) for row in (lattice.first_row, lattice.last_row))
     zero, neg_inf = g.const(0.0, compute), g.const(-np.inf, compute)
     alpha0 = g.Where(g.Equal(column, first_row), zero, neg_inf)
-    highest = _largest(g, first_row)
     ctx = _LoopInputs(
         step_rows=g.Max(g.Sub(rows, g.i64(1)), g.i64(0)),
         skip_rows=g.Max(g.Sub(rows, g.i64(2)), g.i64(0)),
@@ -838,7 +836,7 @@ def _loop_inputs(
         own_penalty=g.Where(g.And(g.GreaterOrEqual(column, first_row), g.LessOrEqual(column, last_row)), zero, neg_inf),
         lowest=g.const(np.finfo(helper.tensor_dtype_to_np_dtype(compute)).min, compute),
         zero=zero,
-        row_limits=_row_limits(g, highest, lattice.count, frames.blocks) if limited else None,
+        row_limits=_row_limits(g, first_row, lattice.count, frames.blocks) if limited else None,
     )
     if ctx.row_limits is not None:  # a Loop starts from the rows up to the highest first row
         alpha0 = _head(g, alpha0, g.Gather(ctx.row_limits, g.i64(0), axis=0))
