@@ -4,7 +4,8 @@ The kernels in :mod:`ctcop.kernels` take one ``exp`` per class per frame and one
 ``ln`` per lattice state per frame. Called through ``math.exp``/``math.log``, numba emits a libm
 call per element, which no loop vectoriser can widen (numba's vector math library, SVML, is not
 part of the llvmlite wheels). These two are plain float64 arithmetic with a bit cast, so LLVM
-widens them to the CPU's vector width, and, since numba does not contract ``a * b + c`` into a
+widens them to the CPU's vector width (neither converts between int64 and float64, which AVX2 cannot
+do in a vector: integers are moved in and out of a float's low bits by adding 2**52), and, since numba does not contract ``a * b + c`` into a
 fused multiply-add without fast-math flags, every CPU computes the same bits.
 
 Accuracy (tests/test_logexp.py checks both against the C library's over the whole domains the kernels use):
@@ -65,7 +66,11 @@ with localcontext() as _context:
     _context.prec = 50
     _POWERS = np.array([float(Decimal(2) ** (Decimal(j) / _STEPS)) for j in range(_STEPS)])  # rounded once
 _MANTISSA = (1 << 52) - 1
+# 1.5 * 2**52: an integer k with |k| < 2**51 added to it is exact, and the sum's low 52 bits hold
+# 2**51 + k, whose bits above the 52 are shifted out of the exponent that exp builds from them
+_ROUNDING = 1.5 * 2.0**52
 _EXPONENT_ZERO = 1023 << 52
+_TWO_52_BITS = (1023 + 52) << 52  # 2**52: a positive integer below it in the low bits is the float 2**52 + it
 
 
 # The modules whose functions numba compiles (with :func:`compiled` and :func:`entry`): a kernel
@@ -153,7 +158,7 @@ _bits_float = _bitcast(types.int64, types.float64, ir.DoubleType())  # the float
 def exp_nonpositive(d: float) -> float:
     """``exp(d)`` for ``d <= 0`` (-inf included); 0 below :data:`EXP_FLUSH`."""
     clamped = d if d > EXP_FLUSH else EXP_FLUSH
-    k = numba.int64(math.floor(clamped * _STEPS_PER_LN2 + 0.5))
+    k = np.floor(clamped * _STEPS_PER_LN2 + 0.5)  # an integer in float64: no conversion, which AVX2 lacks
     r = (clamped - k * _STEP_HI) - k * _STEP_LO
     p = 1.0 / 120.0
     p = p * r + 1.0 / 24.0
@@ -161,7 +166,8 @@ def exp_nonpositive(d: float) -> float:
     p = p * r + 0.5
     p = p * r + 1.0
     p = p * r  # exp(r) - 1
-    scale = _bits_float(((k >> _STEP_BITS) + 1023) << 52) * _POWERS[k & (_STEPS - 1)]
+    bits = _float_bits(k + _ROUNDING)  # 2**51 + k in the low 52 bits
+    scale = _bits_float(((bits >> _STEP_BITS) + 1023) << 52) * _POWERS[bits & (_STEPS - 1)]
     result: float = scale + scale * p
     return result if d >= EXP_FLUSH else 0.0
 
@@ -170,11 +176,11 @@ def exp_nonpositive(d: float) -> float:
 def log_normal(v: float) -> float:
     """``ln(v)`` for a positive normal ``v``; -inf for ``v == 0``."""
     bits = _float_bits(v)
-    exponent = (bits >> 52) - 1023
+    exponent = _bits_float((bits >> 52) | _TWO_52_BITS) - (2.0**52 + 1023.0)  # exact, and no conversion
     m = _bits_float((bits & _MANTISSA) | _EXPONENT_ZERO)
     high = m > SQRT2
     m = m * 0.5 if high else m
-    e = float(exponent + 1) if high else float(exponent)
+    e = exponent + 1.0 if high else exponent
     f = (m - 1.0) / (m + 1.0)
     f2 = f * f
     s = 1.0 / 23.0
