@@ -4,9 +4,10 @@ The kernels in :mod:`ctcop.kernels` take one ``exp`` per class per frame and one
 ``ln`` per lattice state per frame. Called through ``math.exp``/``math.log``, numba emits a libm
 call per element, which no loop vectoriser can widen (numba's vector math library, SVML, is not
 part of the llvmlite wheels). These two are plain float64 arithmetic with a bit cast, so LLVM
-widens them to the CPU's vector width (neither converts between int64 and float64, which AVX2 cannot
-do in a vector: integers are moved in and out of a float's low bits by adding 2**52), and, since numba does not contract ``a * b + c`` into a
-fused multiply-add without fast-math flags, every CPU computes the same bits.
+widens them to the CPU's vector width (neither converts between int64 and float64, which AVX2
+cannot do in a vector: integers are moved in and out of a float's low bits by adding 2**52), and,
+since numba does not contract ``a * b + c`` into a fused multiply-add without fast-math flags,
+every CPU computes the same bits.
 
 Accuracy (tests/test_logexp.py checks both against the C library's over the whole domains the kernels use):
 
