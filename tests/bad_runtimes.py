@@ -65,6 +65,25 @@ class Abort:
         return _reference(case)
 
 
+_CORRUPTED = [False]  # what Corrupting's "write outside its buffers" left in its process
+
+
+@dataclass(frozen=True)
+class Corrupting:
+    """The reference, but a case with an empty target row corrupts the process without killing it:
+    every later evaluation in that process is off by one."""
+
+    name: str = "corrupting"
+    description: str = "corrupts its process on empty targets"
+
+    def run(self, case: Any) -> np.ndarray:
+        labels = _spec(case)["labels"]
+        if labels.size and (labels == -1).all(axis=-1).any():
+            _CORRUPTED[0] = True
+            return _reference(case)
+        return _reference(case) + (1.0 if _CORRUPTED[0] else 0.0)
+
+
 @dataclass(frozen=True)
 class Noise:
     """Random noise, different at each call."""
@@ -113,7 +132,7 @@ class NotInstalled:
         raise AssertionError("must not run")
 
 
-BAD = [BlankOffByOne(), Probabilities(), Abort(), Noise(), Sleepy(), BadGradient(), NotInstalled()]
+BAD = [BlankOffByOne(), Probabilities(), Abort(), Noise(), Sleepy(), BadGradient(), NotInstalled(), Corrupting()]
 
 
 def make() -> list[Any]:

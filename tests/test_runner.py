@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctcop.conformance import classes, corpus, expected, junit, registry, report, runner, shard, suite, verdict
+from ctcop.conformance import classes, corpus, expected, junit, known, registry, report, runner, shard, suite, verdict
 from ctcop.conformance.protocol import Outcome
 from ctcop.conformance.result import REPORTED, Raised, Result, from_dict, to_dict
 from ctcop.tolerance import Mismatch, describe
@@ -475,3 +475,20 @@ def test_the_workers_of_a_run_share_each_exported_model_through_the_runs_folder(
     assert stored.read_bytes() == built == runtimes._built(key)
     stored.write_bytes(b"as another worker of the run left it")
     assert runtimes._model_bytes.__wrapped__(key) == b"as another worker of the run left it"
+
+
+def test_an_evaluation_known_to_corrupt_its_worker_runs_alone() -> None:
+    corrupter, later = "spec/empty_targets/float32", "spec/hand_worked/float64"
+    cases = [CASES[corrupter], CASES[later]]
+    runtimes = runner.Runtimes(("corrupting",), (BAD,))
+    for alone, status in ((frozenset(), "fail"), (frozenset({("corrupting", corrupter)}), "pass")):
+        seen: list[Result] = []
+        runner.run_cases(runtimes, cases, runner.Settings(jobs=1, alone=alone), seen.append)
+        assert {r.case: r.status for r in seen} == {corrupter: "pass", later: status}
+
+
+def test_the_registrys_process_killing_defects_run_alone() -> None:
+    alone = known.process_killing()
+    assert ("openvino", "spec/random_06_nomerge/float32") in alone  # D1: an empty target
+    assert ("warpctc", "released/empty_targets/int32/float32") in alone  # D46
+    assert not any(runtime == "torch" for runtime, _ in alone)  # torch's defects return numbers

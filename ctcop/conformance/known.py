@@ -74,6 +74,18 @@ def default() -> KnownDefects:
     return KnownDefects.of(registry().defects)
 
 
+def process_killing() -> frozenset[tuple[str, str]]:
+    """The (runtime, case) evaluations that ctcop's registry lists under a defect measured to kill
+    the process: the runner runs each in a worker of its own (:class:`.pool.Settings`)."""
+    return frozenset(
+        (runtime, case)
+        for defect in registry().defects
+        if "crash" in defect.statuses
+        for runtime, cases in defect.cases.items()
+        for case in cases
+    )
+
+
 @dataclass
 class Group:
     runtime: str

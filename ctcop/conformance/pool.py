@@ -11,6 +11,9 @@ runtime and a case, read from its corpus folder) and answers
 (:func:`.result.to_dict`, read back with :func:`.result.from_dict`). A worker that dies costs
 the evaluation it was running, recorded as a ``crash`` with the signal, and a fresh worker takes
 its place; one that gives no answer within ``timeout_s`` is killed and replaced (``timeout``).
+A worker that ran an evaluation of ``Settings.alone`` is ended after it: a runtime that writes
+outside its buffers does not always die, and what it wrote would otherwise decide the worker's
+next evaluations (a case it does not die on then looks like its own defect, or crashes).
 Workers ignore SIGINT and run in process groups of their own; their output goes to /dev/null.
 A worker serves one runtime: whatever a runtime does to its process (numpy's error state, the
 recursion limit, threads it leaves behind, a child it forks that writes to the worker's pipe) can
@@ -69,10 +72,14 @@ class Runtimes:
 
 @dataclass(frozen=True)
 class Settings:
-    """``jobs`` worker processes; ``timeout_s`` per evaluation."""
+    """``jobs`` worker processes; ``timeout_s`` per evaluation; the (runtime, case) evaluations
+    that each run in a worker of their own, ended after it (``alone``: a runtime known to write
+    outside its buffers there, which kills the process or, where it lives on, decides what its
+    next evaluations return)."""
 
     jobs: int = 1
     timeout_s: float = DEFAULT_TIMEOUT_S
+    alone: frozenset[Key] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -199,6 +206,8 @@ class Pool:
     def _finish(self, slot: Slot, answer: Result) -> None:
         task, slot.task = slot.task, None
         assert task is not None
+        if task.key in self.settings.alone and slot in self.slots:
+            self._end(slot)  # what the evaluation may have written goes with its worker
         self.on_run(task, answer)
 
     def _answer_for(self, slot: Slot, status: str, message: str, **facts: Any) -> None:

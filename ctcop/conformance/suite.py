@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import defects
@@ -170,7 +170,9 @@ def run(plan: Plan, settings: runner.Settings, into: list[Result], progress: Cal
 
     if plan.runnable:
         runtimes = runner.Runtimes(tuple(plan.runnable), tuple(plan.modules))
-        runner.run_cases(runtimes, plan.cases, settings, on_result, plan.sampled)
+        # whether the registry decides verdicts or not, the evaluations it knows to kill run alone
+        isolated = replace(settings, alone=settings.alone | known.process_killing())
+        runner.run_cases(runtimes, plan.cases, isolated, on_result, plan.sampled)
     into[:] = runner.sort_results(into, [entry.name for entry in plan.listed])
 
 
