@@ -74,13 +74,15 @@ def default() -> KnownDefects:
     return KnownDefects.of(registry().defects)
 
 
-def process_killing() -> frozenset[tuple[str, str]]:
-    """The (runtime, case) evaluations that ctcop's registry lists under a defect measured to kill
-    the process: the runner runs each in a worker of its own (:class:`.pool.Settings`)."""
+def process_corrupting() -> frozenset[tuple[str, str]]:
+    """The (runtime, case) evaluations that ctcop's registry lists under a defect measured both to
+    kill the process and to return in another run (``crash`` and ``nondeterministic``): the kernel
+    does not always die of what it writes, so the runner ends the worker after each of them
+    (:class:`.pool.Settings`). A defect that always kills needs no more than the worker's death."""
     return frozenset(
         (runtime, case)
         for defect in registry().defects
-        if "crash" in defect.statuses
+        if {"crash", "nondeterministic"} <= set(defect.statuses)
         for runtime, cases in defect.cases.items()
         for case in cases
     )

@@ -73,9 +73,8 @@ class Runtimes:
 @dataclass(frozen=True)
 class Settings:
     """``jobs`` worker processes; ``timeout_s`` per evaluation; the (runtime, case) evaluations
-    that each run in a worker of their own, ended after it (``alone``: a runtime known to write
-    outside its buffers there, which kills the process or, where it lives on, decides what its
-    next evaluations return)."""
+    after which the worker is ended (``alone``: a runtime known to corrupt its process there,
+    which kills it or, where it lives on, decides what its next evaluations return)."""
 
     jobs: int = 1
     timeout_s: float = DEFAULT_TIMEOUT_S

@@ -5,7 +5,8 @@ in crash-isolated worker processes.
 a timeout costs that evaluation only.
 
 **Twice.** Every case is evaluated twice per runtime: by two different workers when ``jobs`` > 1
-(concurrently where they are free), by the same worker one after the other otherwise. Two answers
+(concurrently where they are free), by the same worker one after the other otherwise (except
+after an evaluation the pool ends its worker for, ``Settings.alone``). Two answers
 that differ bit for bit (NaN == NaN; or in kind: a value and an exception, a crash and a value)
 make the case ``nondeterministic``, whatever the reference says; otherwise the first answer's
 verdict stands. A timeout in either run is the case's ``timeout``. The results do not depend on

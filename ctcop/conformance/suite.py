@@ -170,8 +170,8 @@ def run(plan: Plan, settings: runner.Settings, into: list[Result], progress: Cal
 
     if plan.runnable:
         runtimes = runner.Runtimes(tuple(plan.runnable), tuple(plan.modules))
-        # whether the registry decides verdicts or not, the evaluations it knows to kill run alone
-        isolated = replace(settings, alone=settings.alone | known.process_killing())
+        # whether the registry decides verdicts or not, no case runs after one it knows to corrupt
+        isolated = replace(settings, alone=settings.alone | known.process_corrupting())
         runner.run_cases(runtimes, plan.cases, isolated, on_result, plan.sampled)
     into[:] = runner.sort_results(into, [entry.name for entry in plan.listed])
 
