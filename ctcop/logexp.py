@@ -61,7 +61,7 @@ EXACT_BELOW = 2.0**-900
 _PER_LN2 = 1.0 / math.log(2.0)
 _TAYLOR = tuple(1.0 / math.factorial(n) for n in range(14))  # 1 / n!
 # 2**52 + 1023: an integer k >= -1023 added to it is exact, and the sum's low 52 bits hold k + 1023,
-# the biased exponent of 2**k (the bits above them are shifted out)
+# the biased exponent of 2**k (the bits above them are shifted out); ln subtracts it the other way
 _BIASED = 2.0**52 + 1023.0
 _MANTISSA = (1 << 52) - 1
 _EXPONENT_ZERO = 1023 << 52
@@ -177,7 +177,7 @@ def exp_nonpositive(d: float) -> float:
 def log_normal(v: float) -> float:
     """``ln(v)`` for a positive normal ``v``; -inf for ``v == 0``."""
     bits = _float_bits(v)
-    exponent = _bits_float((bits >> 52) | _TWO_52_BITS) - (2.0**52 + 1023.0)  # exact, and no conversion
+    exponent = _bits_float((bits >> 52) | _TWO_52_BITS) - _BIASED  # exact, and no conversion
     m = _bits_float((bits & _MANTISSA) | _EXPONENT_ZERO)
     high = m > SQRT2
     m = m * 0.5 if high else m
