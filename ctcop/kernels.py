@@ -47,7 +47,7 @@ NEG_INF = -math.inf
 
 
 @compiled
-def _fill(out: np.ndarray, start: int, stop: int, value: float) -> None:
+def fill(out: np.ndarray, start: int, stop: int, value: float) -> None:
     for k in range(start, stop):
         out[k] = value
 
@@ -115,8 +115,8 @@ def lattice(target: np.ndarray, blank: int, merge_repeated: bool, classes: np.nd
     exist, else 0.0 (two trailing 0 pads). Returns S."""
     length = target.shape[0]
     states = 2 * length + 1
-    _fill(moves[0], 0, states, 1.0)
-    _fill(moves[1], 0, states + 2, 0.0)
+    fill(moves[0], 0, states, 1.0)
+    fill(moves[1], 0, states + 2, 0.0)
     for s in range(states):
         classes[s] = blank
     for k in range(length):
@@ -138,7 +138,7 @@ def _frame_top(values: np.ndarray, start: int, stop: int) -> float:
 
 
 @compiled
-def _log_sum3(a0: float, a1: float, a2: float) -> float:
+def log_sum3(a0: float, a1: float, a2: float) -> float:
     """``ln(e^a0 + e^a1 + e^a2)`` term by term; -inf when all three are -inf. The largest term is
     1 after centring and the rest go through ``log1p``, so a sum just above the largest term keeps
     its excess to full relative accuracy."""
@@ -155,7 +155,7 @@ def _log_sum3(a0: float, a1: float, a2: float) -> float:
 
 
 @compiled
-def _log_terms(rest: float, units: float) -> float:
+def log_terms(rest: float, units: float) -> float:
     """``ln(units + rest)`` for a count ``units`` of terms equal to 1 and the sum ``rest`` of the
     others: ``log1p(rest + units - 1)`` when there is a 1 (Goldberg's form, so that a sum just above
     1 keeps its excess to full relative accuracy), ``ln(rest)`` otherwise; branch-free."""
@@ -186,7 +186,7 @@ def forward_step(
     """
     top = _frame_top(alpha, 2, stop + 2)
     if top == NEG_INF:
-        _fill(out, 2, stop + 2, NEG_INF)
+        fill(out, 2, stop + 2, NEG_INF)
         return
     for s in range(stop + 2):
         centred = alpha[s] - top
@@ -197,14 +197,14 @@ def forward_step(
         rest = below[s + 2] * stay[s] + below[s + 1] + below[s] * skip[s]
         units = at_top[s + 2] * stay[s] + at_top[s + 1] + at_top[s] * skip[s]
         small += 1 if rest + units < EXACT_BELOW else 0
-        out[s + 2] = top + _log_terms(rest, units) + emission[s]
+        out[s + 2] = top + log_terms(rest, units) + emission[s]
     if small > 0:
         for s in range(stop):
             rest = below[s + 2] * stay[s] + below[s + 1] + below[s] * skip[s]
             if rest + at_top[s + 2] * stay[s] + at_top[s + 1] + at_top[s] * skip[s] < EXACT_BELOW:
                 a0 = alpha[s + 2] if stay[s] > 0.0 else NEG_INF
                 a2 = alpha[s] if skip[s] > 0.0 else NEG_INF
-                out[s + 2] = _log_sum3(a0, alpha[s + 1], a2) + emission[s]
+                out[s + 2] = log_sum3(a0, alpha[s + 1], a2) + emission[s]
 
 
 @compiled
@@ -224,7 +224,7 @@ def backward_step(
     """
     top = _frame_top(ahead, start, states)
     if top == NEG_INF:
-        _fill(out, start, states, NEG_INF)
+        fill(out, start, states, NEG_INF)
         return
     for s in range(start, states + 2):
         scaled[s] = exp_nonpositive(ahead[s] - top)
@@ -238,7 +238,7 @@ def backward_step(
             if scaled[s] * stay[s] + scaled[s + 1] + scaled[s + 2] * skip[s + 2] < EXACT_BELOW:
                 a0 = ahead[s] if stay[s] > 0.0 else NEG_INF
                 a2 = ahead[s + 2] if skip[s + 2] > 0.0 else NEG_INF
-                out[s] = _log_sum3(a0, ahead[s + 1], a2)
+                out[s] = log_sum3(a0, ahead[s + 1], a2)
 
 
 @compiled
@@ -252,14 +252,14 @@ def _emission(row: np.ndarray, top: float, log_sum: float, classes: np.ndarray, 
 
 
 @compiled
-def _row(logits: np.ndarray, batch_major: bool, sample: int, t: int) -> np.ndarray:
+def frame_row(logits: np.ndarray, batch_major: bool, sample: int, t: int) -> np.ndarray:
     """Frame t of a sample: ``logits`` is [T, N, C], or [N, T, C] when ``batch_major``."""
     row: np.ndarray = logits[sample, t] if batch_major else logits[t, sample]
     return row
 
 
 @compiled
-def _forward_pass(
+def forward_pass(
     logits: np.ndarray,
     batch_major: bool,
     sample: int,
@@ -284,13 +284,13 @@ def _forward_pass(
     last_first = (checkpoints.shape[0] - 1) * segment
     alpha, following = scratch[0, : states + 2], scratch[1, : states + 2]
     below, at_top, emission = scratch[2, : states + 2], scratch[3, : states + 2], scratch[4, :states]
-    _fill(alpha, 0, states + 2, NEG_INF)
+    fill(alpha, 0, states + 2, NEG_INF)
     alpha[2] = 0.0  # the virtual start before frame 0 counts as state 0
-    _fill(following, 0, states + 2, NEG_INF)
+    fill(following, 0, states + 2, NEG_INF)
     for t in range(frames):
         if t % segment == 0:
             _copy(alpha, checkpoints[t // segment])
-        row = _row(logits, batch_major, sample, t)
+        row = frame_row(logits, batch_major, sample, t)
         normalising[0, t], normalising[1, t] = frame_normaliser(row, work)
         if math.isnan(normalising[0, t]):
             return math.nan
@@ -300,7 +300,7 @@ def _forward_pass(
         if alphas.shape[0] > 0 and t >= last_first:
             _copy(alpha, alphas[t - last_first])
     last = float(alpha[states + 1])  # paths ending in state 2L or 2L - 1
-    return last if states == 1 else _log_sum3(last, float(alpha[states]), NEG_INF)
+    return last if states == 1 else log_sum3(last, float(alpha[states]), NEG_INF)
 
 
 @compiled
@@ -354,42 +354,42 @@ def _backward_sweep(
     """The gradient of one sample's loss, segment by segment from the last: each segment's
     forward variables (the last one's already in ``alphas``) recomputed from its checkpoint,
     then the backward variables over it from the frame after it, and each frame's row of the
-    gradient (:func:`_gradient_row`). ``scratch`` and ``work`` are as for :func:`_forward_pass`, with seven rows."""
+    gradient (:func:`_gradient_row`). ``scratch`` and ``work`` are as for :func:`forward_pass`, with seven rows."""
     states = classes.shape[0]
     segment = alphas.shape[0]
     beta, ahead = scratch[0, : states + 2], scratch[1, : states + 2]
     below, at_top = scratch[2, : states + 2], scratch[3, : states + 2]
     emission, later, occupancy = scratch[4, :states], scratch[5, :states], scratch[6, :states]
     tops, log_sums = normalising[0], normalising[1]
-    _fill(beta, 0, states + 2, NEG_INF)  # at frame t, states [0, S), two trailing pads
+    fill(beta, 0, states + 2, NEG_INF)  # at frame t, states [0, S), two trailing pads
     beta[states - 1] = 0.0
     if states > 1:
         beta[states - 2] = 0.0
-    _fill(ahead, 0, states + 2, NEG_INF)
+    fill(ahead, 0, states + 2, NEG_INF)
     for index in range(checkpoints.shape[0] - 1, -1, -1):
         first = index * segment
         last = min(frames, first + segment)
         alpha = checkpoints[index]
         for t in range(first, last if index < checkpoints.shape[0] - 1 else first):
-            _emission(_row(logits, batch_major, sample, t), tops[t], log_sums[t], classes, emission)
-            _fill(alphas[t - first], 0, states + 2, NEG_INF)
+            _emission(frame_row(logits, batch_major, sample, t), tops[t], log_sums[t], classes, emission)
+            fill(alphas[t - first], 0, states + 2, NEG_INF)
             stop = min(states, 2 * t + 2)
             forward_step(alpha, alphas[t - first], below, at_top, emission, moves[0], moves[1], stop)
             alpha = alphas[t - first]
         for t in range(last - 1, first - 1, -1):
-            row = _row(logits, batch_major, sample, t)
+            row = frame_row(logits, batch_major, sample, t)
             if t < frames - 1:
                 for s in range(states):
                     ahead[s] = beta[s] + later[s]
                 start = max(0, states - 2 - 2 * (frames - 1 - t))
                 backward_step(ahead, beta, below, moves[0], moves[1], start, states)
-            out = _row(grad, batch_major, sample, t)
+            out = frame_row(grad, batch_major, sample, t)
             _gradient_row(row, tops[t], log_sums[t], alphas[t - first], beta, classes, work, occupancy, out)
             _emission(row, tops[t], log_sums[t], classes, later)
 
 
 @compiled
-def _block_sizes(lengths: np.ndarray, target_lengths: np.ndarray, first: int, last: int) -> tuple[int, int]:
+def block_sizes(lengths: np.ndarray, target_lengths: np.ndarray, first: int, last: int) -> tuple[int, int]:
     """The most frames and the most states (S + 2) of samples ``[first, last)``."""
     frames, labels = 0, 0
     for i in range(first, last):
@@ -403,45 +403,6 @@ def store_loss(loglik: float, out: np.ndarray, i: int) -> None:
     below 0 (spec 4.3); NaN stays NaN."""
     loss = 0.0 - loglik
     out[i] = 0.0 if loss < 0.0 else loss
-
-
-@entry
-def batch_loss(
-    logits: np.ndarray,
-    batch_major: bool,
-    lengths: np.ndarray,
-    targets: np.ndarray,
-    target_lengths: np.ndarray,
-    blank: int,
-    merge_repeated: bool,
-    first: int,
-    last: int,
-    out: np.ndarray,
-) -> None:
-    """The losses (spec 4.3) of samples ``[first, last)`` into ``out``, rounded once to its element
-    type: minus the ln of the summed probability of every aligned path, +0.0 where a rounding
-    error would put it below 0, NaN for a non-finite active logit. ``logits`` is [T, N, C], or
-    [N, T, C] when ``batch_major``; ``targets[i, :target_lengths[i]]`` is sample i's target."""
-    frames, width = _block_sizes(lengths, target_lengths, first, last)
-    classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
-    scratch, work = np.empty((5, width)), np.empty(logits.shape[2])
-    checkpoints, normalising = np.empty((1, width)), np.empty((2, frames))
-    for i in range(first, last):
-        states = lattice(targets[i, : target_lengths[i]], blank, merge_repeated, classes, moves)
-        loglik = _forward_pass(
-            logits,
-            batch_major,
-            i,
-            lengths[i],
-            classes[:states],
-            moves,
-            scratch,
-            work,
-            checkpoints,
-            checkpoints[:0],
-            normalising,
-        )
-        store_loss(loglik, out, i)
 
 
 @compiled
@@ -476,7 +437,7 @@ def batch_grad(
     the gradient of each sample's loss into ``grad`` (same layout as ``logits``, zero on entry):
     NaN in its active frames for a non-finite active logit, left 0 when no path is aligned.
     Sample i's forward variables are stored every :func:`_segment` frames."""
-    most_frames, width = _block_sizes(lengths, target_lengths, first, last)
+    most_frames, width = block_sizes(lengths, target_lengths, first, last)
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
     scratch, work = np.empty((7, width)), np.empty(logits.shape[2])
     normalising = np.empty((2, most_frames))
@@ -487,13 +448,13 @@ def batch_grad(
         checkpoints = np.empty((count, states + 2))
         alphas = np.empty((-(-frames // max(1, count)), states + 2))
         lattice_classes = classes[:states]
-        out[i] = _forward_pass(
+        out[i] = forward_pass(
             logits, batch_major, i, frames, lattice_classes, moves, scratch, work, checkpoints, alphas, normalising
         )
         if math.isnan(out[i]):
             for t in range(frames):
-                row = _row(grad, batch_major, i, t)
-                _fill(row, 0, row.shape[0], math.nan)
+                row = frame_row(grad, batch_major, i, t)
+                fill(row, 0, row.shape[0], math.nan)
         elif out[i] > NEG_INF:
             _backward_sweep(
                 logits,

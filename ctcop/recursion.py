@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from . import canonical, kernels, second_thread, small_batch
+from . import canonical, kernels, lanes, second_thread, small_batch
 from .canonical import CanonicalBatch, TimeMajorInputs
 from .errors import InvalidInputError
 from .rounding import round_once
@@ -203,7 +203,7 @@ def _losses(batch: CanonicalBatch, dtype: np.dtype) -> np.ndarray:
     out = np.empty(batch.batch_size, dtype)
 
     def block(first: int, last: int) -> None:
-        kernel: Callable[..., None] = kernels.batch_loss
+        kernel: Callable[..., None] = lanes.batch_loss
         kernel(*arguments, first, last, out)
 
     _run_blocks(batch.batch_size, _work(batch), block)

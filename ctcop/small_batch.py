@@ -34,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import atomics
-from .kernels import batch_grad, batch_loss, store_loss, work_units
+from .kernels import batch_grad, store_loss, work_units
+from .lanes import batch_loss
 from .logexp import compiled, entry
 from .rule_scan import time_major_scan
 
@@ -372,7 +373,7 @@ def losses(
 ) -> int:
     """``logits`` [T, N, C], ``mask`` [T, N] and ``labels`` [N, T] (int64) scanned as
     :func:`ctcop.rule_scan.time_major_scan` does; then, for a batch below ``work_limit``, the
-    losses into ``out`` (of the logits' element type) as :func:`ctcop.kernels.batch_loss` writes them, shared
+    losses into ``out`` (of the logits' element type) as :func:`ctcop.lanes.batch_loss` writes them, shared
     with the second thread through ``arena`` (empty: on this thread alone; alone, only below
     ``alone_limit``). Returns COMPUTED, WAKE (computed, and the second thread should be woken), or
     the longest target when the batch is left to the caller (a fault, or too much work), who scans
@@ -404,7 +405,7 @@ def losses_and_grad(
 ) -> int:
     """As :func:`losses`, and the gradient into ``grad`` (zero on entry) as
     :func:`ctcop.kernels.batch_grad` writes it; the losses from its log-likelihoods, as
-    :func:`ctcop.kernels.batch_loss` writes them."""
+    :func:`ctcop.lanes.batch_loss` writes them."""
     classes = logits.shape[2]
     lengths, targets, target_lengths, longest, here = _scanned(mask, labels, classes, collapse, work_limit)
     if not here:
