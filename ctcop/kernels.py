@@ -3,7 +3,8 @@
 Each kernel computes one sample from its own logits, frame count and target alone, with the same
 operations in the same order whatever the batch, the thread that runs it or the CPU: results do
 not depend on batch composition, thread count or run. :mod:`ctcop.recursion` hands samples to
-threads; this module holds the arithmetic.
+threads; this module holds the arithmetic, and :mod:`ctcop.lanes` repeats its loss in vector lanes,
+several samples of one shape at a time, with the same bits.
 
 The lattice. State ``s`` of a sample stands for the extended label ``blank, g1, blank, ...,
 gL, blank`` (S = 2L + 1 states). A frame moves a path from ``s`` to ``s`` (stay), ``s + 1``
@@ -331,7 +332,9 @@ def _gradient_row(
     for s in range(states):
         total += occupancy[s]
     for s in range(states):
-        work[classes[s]] -= occupancy[s] / total
+        occupancy[s] = occupancy[s] / total  # apart from the scatter below, so that it vectorises
+    for s in range(states):
+        work[classes[s]] -= occupancy[s]
     for c in range(n):
         out[c] = work[c]
 
