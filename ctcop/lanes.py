@@ -38,17 +38,17 @@ LANES = 16
 # docs/design.md "Small batches")
 MOST_CLASSES = 64
 FEWEST_SAMPLES = 9
-# A group's per-frame rows: 8 interleaved partial results, the frame's top logit and the ln of
-# its normalising sum, a count, the lattice variables' top and whether a lane met a logit that is
-# not finite
-_ACC, _TOP, _LOG_SUM, _COUNT, _ALPHA_TOP, _FAILED, _FRAME_ROWS = 0, 8, 9, 10, 11, 12, 13
+# A group's per-frame rows: rows 0-7 the 8 interleaved partial maxima or sums (work space), then
+# the frame's top logit, the ln of its normalising sum, a count or a sum, the lattice variables'
+# top, and whether a lane met a logit that is not finite
+_TOP, _LOG_SUM, _COUNT, _ALPHA_TOP, _FAILED, _FRAME_ROWS = 8, 9, 10, 11, 12, 13
 
 
 @compiled
 def _lane_max(rows: np.ndarray, n: int, frame: np.ndarray) -> None:
     """Row :data:`_TOP` of ``frame`` = the largest of each lane's ``n`` logits in ``rows``, as
     :func:`ctcop.kernels.frame_normaliser` forms it: eight interleaved maxima over whole blocks of
-    eight, combined in a fixed order, then the rest in turn."""
+    eight (in rows 0-7 of ``frame``), combined in a fixed order, then the rest in turn."""
     blocks = n - n % 8
     for k in range(8 * LANES):
         frame[k] = NEG_INF
@@ -67,9 +67,9 @@ def _lane_max(rows: np.ndarray, n: int, frame: np.ndarray) -> None:
 
 @compiled
 def _lane_sum(terms: np.ndarray, n: int, frame: np.ndarray) -> None:
-    """Row :data:`_COUNT` of ``frame`` += the sum of each lane's ``n`` terms, formed in
+    """Row :data:`_COUNT` of ``frame`` = the sum of each lane's ``n`` terms, formed in
     :func:`ctcop.kernels.frame_normaliser`'s order: eight interleaved sums over whole blocks of
-    eight, combined pairwise, then the rest in turn."""
+    eight (in rows 0-7 of ``frame``), combined pairwise, then the rest in turn."""
     blocks = n - n % 8
     for k in range(8 * LANES):
         frame[k] = 0.0
@@ -105,7 +105,7 @@ def _lane_normaliser(rows: np.ndarray, n: int, work: np.ndarray, frame: np.ndarr
             frame[count + r] += 1.0 if centred == 0.0 else 0.0
             work[base + r] = exp_nonpositive(centred) if centred < 0.0 else 0.0
     for r in range(LANES):
-        frame[_LOG_SUM * LANES + r] = frame[count + r] - 1.0
+        frame[_LOG_SUM * LANES + r] = frame[count + r] - 1.0  # kept there while _lane_sum takes the row
     _lane_sum(work, n, frame)
     for r in range(LANES):
         frame[_LOG_SUM * LANES + r] = math.log1p(frame[count + r] + frame[_LOG_SUM * LANES + r])
@@ -236,8 +236,8 @@ def _lanes_loss(
 ) -> None:
     """The losses of ``group`` = (first sample, count, frames): samples of one frame count and
     one lattice size, into ``out`` (:func:`ctcop.kernels.store_loss`); ``classes`` (S rows) and
-    ``stay`` [S] from :func:`_lane_lattices`, ``space`` its skips in rows ``[0, S + 2)``, then work
-    space of :func:`space_rows` rows."""
+    ``stay`` [S] from :func:`_lane_lattices`; ``space`` (:func:`space_rows` rows) holds the skips
+    in its rows ``[0, S + 2)`` and is work space after them."""
     first, count, frames = group
     n, states = logits.shape[2], classes.shape[0] // LANES
     size = (states + 2) * LANES
@@ -245,7 +245,8 @@ def _lanes_loss(
     work, emission = space[3 * size : 5 * size], space[5 * size : 5 * size + states * LANES]
     rows, terms = space[6 * size : 6 * size + n * LANES], space[6 * size + n * LANES : 6 * size + 2 * n * LANES]
     frame = space[6 * size + 2 * n * LANES :]
-    fill(alpha, 0, 2 * size, NEG_INF)  # alpha and following
+    fill(alpha, 0, size, NEG_INF)
+    fill(following, 0, size, NEG_INF)
     fill(rows, 0, n * LANES, 0.0)  # lanes past count: any finite logits
     fill(frame, _FAILED * LANES, (_FAILED + 1) * LANES, 0.0)
     fill(alpha, 2 * LANES, 3 * LANES, 0.0)  # the virtual start before frame 0 counts as state 0
@@ -300,7 +301,9 @@ def batch_loss(
     type: minus the ln of the summed probability of every aligned path, +0.0 where a rounding
     error would put it below 0, NaN for a non-finite active logit. ``logits`` is [T, N, C], or
     [N, T, C] when ``batch_major``; ``targets[i, :target_lengths[i]]`` is sample i's target.
-    Runs of at least :data:`FEWEST_SAMPLES` samples of one shape are computed in lanes."""
+    With at most :data:`MOST_CLASSES` classes, runs of consecutive samples of one frame count and
+    target length are cut into groups of :data:`LANES`, and each group of at least
+    :data:`FEWEST_SAMPLES` is computed in lanes; every other sample alone."""
     n = logits.shape[2]
     frames, width = block_sizes(lengths, target_lengths, first, last)
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
@@ -309,6 +312,7 @@ def batch_loss(
     lanes = n <= MOST_CLASSES
     lane_classes = np.empty(width * LANES if lanes else 0, dtype=np.int64)
     space = np.empty(space_rows(width - 2, n) * LANES if lanes else 0)
+    scratches = (scratch, work, checkpoints, checkpoints[:0], normalising)
     i = first
     while i < last:
         count = _run(lengths, target_lengths, i, last) if lanes else 1
@@ -322,7 +326,6 @@ def batch_loss(
         else:
             for j in range(i, i + count):
                 states = lattice(targets[j, : target_lengths[j]], blank, merge_repeated, classes, moves)
-                scratches = (scratch, work, checkpoints, checkpoints[:0], normalising)
                 loglik = forward_pass(logits, batch_major, j, lengths[j], classes[:states], moves, *scratches)
                 store_loss(loglik, out, j)
         i += count

@@ -1,6 +1,11 @@
 """The loss over samples side by side (:mod:`ctcop.lanes`): every sample gets the bits it gets
 alone, whatever its neighbours, and the values of path enumeration."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -77,12 +82,15 @@ def test_lanes_agree_with_path_enumeration() -> None:
 
 @pytest.mark.parametrize("junk", [np.nan, np.inf, -np.inf])
 def test_a_non_finite_logit_fails_its_lane_only(junk: float) -> None:
-    """A logit that is not finite makes its sample's loss NaN; its lane neighbours keep their bits."""
+    """A logit that is not finite makes its sample's loss NaN, in a full group and in one of 11
+    lanes; its lane neighbours keep their bits."""
     rng = np.random.default_rng(6)
-    inputs, mask, labels = equal_shaped_batch(rng, 5, lanes.LANES, 11, 2, 1.0)
+    inputs, mask, labels = equal_shaped_batch(rng, 5, lanes.LANES + 11, 11, 2, 1.0)
     inputs[3, 7, 4] = junk
+    inputs[0, lanes.LANES + 4, 10] = junk
     batch = ctcop.ctc_loss(inputs, mask, labels)
-    assert np.isnan(batch[7]) and not np.isnan(np.delete(batch, 7)).any()
+    failed = [7, lanes.LANES + 4]
+    assert np.isnan(batch[failed]).all() and not np.isnan(np.delete(batch, failed)).any()
     assert_bits(batch, alone(inputs, mask, labels))
 
 
@@ -129,3 +137,64 @@ def test_the_released_form_in_lanes() -> None:
     ]
     assert_bits(batch, np.concatenate(each))
     np.testing.assert_allclose(batch, openvino_loss(logits, lengths, labels, label_lengths, 0), rtol=1e-13)
+
+
+def lane_batches() -> list[tuple[np.ndarray, ...]]:
+    """Arguments of :func:`ctcop.lanes.batch_loss` (time-major, blank C - 1, merge_repeated) on
+    float64 batches with every kind of run: full groups, a group of 11, leftovers computed alone,
+    groups of no frames, of empty targets (S = 1), and a batch of 64 classes."""
+    rng = np.random.default_rng(9)
+    batches = []
+    for classes, shapes in ((6, [(4, 2)] * 27 + [(0, 1)] * 10 + [(3, 0)] * 12 + [(0, 0)] * 9), (64, [(5, 3)] * 20)):
+        lengths = np.array([frames for frames, _ in shapes], np.int64)
+        target_lengths = np.array([length for _, length in shapes], np.int64)
+        targets = rng.integers(0, classes - 1, size=(len(shapes), 3)).astype(np.int64)
+        logits = rng.normal(size=(5, len(shapes), classes))
+        batches.append((logits, lengths, targets, target_lengths))
+    return batches
+
+
+def lane_losses(first: int, last: int) -> list[np.ndarray]:
+    """:func:`ctcop.lanes.batch_loss` over samples ``[first, last)`` of each of :func:`lane_batches`."""
+    results = []
+    for logits, lengths, targets, target_lengths in lane_batches():
+        out = np.full(logits.shape[1], -1.0)
+        stop = min(last, logits.shape[1])
+        lanes.batch_loss(logits, False, lengths, targets, target_lengths, logits.shape[2] - 1, True, first, stop, out)
+        results.append(out[first:stop])
+    return results
+
+
+def test_blocks_that_cut_runs_give_each_sample_its_bits() -> None:
+    """The pool hands out blocks ``[first, last)`` that cut runs anywhere: the same bits as the
+    whole batch in one block, and as each sample alone; no frames and an empty target give 0,
+    no frames and one label +inf."""
+    whole = lane_losses(0, 100)
+    for first, last in ((0, 9), (3, 30), (20, 37), (26, 58), (41, 100)):
+        for part, full in zip(lane_losses(first, last), whole, strict=True):
+            assert_bits(part, full[first : first + part.size])
+    for i in range(58):
+        for single, full in zip(lane_losses(i, i + 1), whole, strict=True):
+            assert_bits(single, full[i : i + single.size])
+    assert np.isposinf(whole[0][27:37]).all() and (whole[0][49:] == 0.0).all()
+
+
+PROGRAM = """
+import numpy as np
+from tests.test_lanes import lane_losses
+for losses in lane_losses(0, 100):
+    print(" ".join(value.hex() for value in losses))
+"""
+
+
+def test_lanes_stay_within_their_arrays(tmp_path: Path) -> None:
+    """Compiled with numba's bounds checking, every run of :func:`lane_batches` indexes only
+    inside its arrays (numba checks no index otherwise), and gives the same bits."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM], env=env, cwd=root, capture_output=True, text=True, timeout=1800
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = [" ".join(value.hex() for value in losses) for losses in lane_losses(0, 100)]
+    assert done.stdout.split("\n")[:2] == expected
