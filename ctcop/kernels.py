@@ -168,6 +168,32 @@ def log_terms(rest: float, units: float) -> float:
 
 
 @compiled
+def exact_states(
+    alpha: np.ndarray,
+    out: np.ndarray,
+    frame: tuple[np.ndarray, np.ndarray, np.ndarray],
+    stay: np.ndarray,
+    skip: np.ndarray,
+    stop: int,
+    stride: int,
+    lane: int,
+) -> None:
+    """The states ``[0, stop)`` of :func:`forward_step` whose sum fell below
+    :data:`ctcop.logexp.EXACT_BELOW` (a predecessor's term may have been flushed), redone with the
+    three-term log-sum-exp. ``frame`` = (below, at_top, emission) as :func:`forward_step` formed
+    them. State s of the sample is at ``s * stride + lane`` of every array but ``stay`` (one sample:
+    stride 1, lane 0; :mod:`ctcop.lanes`: stride LANES, its lane)."""
+    below, at_top, emission = frame
+    for s in range(stop):
+        k = s * stride + lane
+        rest = below[k + 2 * stride] * stay[s] + below[k + stride] + below[k] * skip[k]
+        if rest + at_top[k + 2 * stride] * stay[s] + at_top[k + stride] + at_top[k] * skip[k] < EXACT_BELOW:
+            a0 = alpha[k + 2 * stride] if stay[s] > 0.0 else NEG_INF
+            a2 = alpha[k] if skip[k] > 0.0 else NEG_INF
+            out[k + 2 * stride] = log_sum3(a0, alpha[k + stride], a2) + emission[k]
+
+
+@compiled
 def forward_step(
     alpha: np.ndarray,
     out: np.ndarray,
@@ -200,12 +226,7 @@ def forward_step(
         small += 1 if rest + units < EXACT_BELOW else 0
         out[s + 2] = top + log_terms(rest, units) + emission[s]
     if small > 0:
-        for s in range(stop):
-            rest = below[s + 2] * stay[s] + below[s + 1] + below[s] * skip[s]
-            if rest + at_top[s + 2] * stay[s] + at_top[s + 1] + at_top[s] * skip[s] < EXACT_BELOW:
-                a0 = alpha[s + 2] if stay[s] > 0.0 else NEG_INF
-                a2 = alpha[s] if skip[s] > 0.0 else NEG_INF
-                out[s + 2] = log_sum3(a0, alpha[s + 1], a2) + emission[s]
+        exact_states(alpha, out, (below, at_top, emission), stay, skip, stop, 1, 0)
 
 
 @compiled

@@ -23,6 +23,7 @@ import numpy as np
 from .kernels import (
     NEG_INF,
     block_sizes,
+    exact_states,
     fill,
     forward_pass,
     frame_row,
@@ -131,29 +132,6 @@ def _lane_centre(alpha: np.ndarray, stop: int, below: np.ndarray, at_top: np.nda
 
 
 @compiled
-def _lane_exact(
-    alpha: np.ndarray,
-    out: np.ndarray,
-    below: np.ndarray,
-    at_top: np.ndarray,
-    emission: np.ndarray,
-    stay: np.ndarray,
-    skip: np.ndarray,
-    stop: int,
-    r: int,
-) -> None:
-    """The states of lane ``r`` whose sum fell below :data:`ctcop.logexp.EXACT_BELOW`, redone with
-    the three-term log-sum-exp (:func:`ctcop.kernels.forward_step`)."""
-    for s in range(stop):
-        k = s * LANES + r
-        rest = below[k + 2 * LANES] * stay[s] + below[k + LANES] + below[k] * skip[k]
-        if rest + at_top[k + 2 * LANES] * stay[s] + at_top[k + LANES] + at_top[k] * skip[k] < EXACT_BELOW:
-            a0 = alpha[k + 2 * LANES] if stay[s] > 0.0 else NEG_INF
-            a2 = alpha[k] if skip[k] > 0.0 else NEG_INF
-            out[k + 2 * LANES] = log_sum3(a0, alpha[k + LANES], a2) + emission[k]
-
-
-@compiled
 def _lane_forward_step(
     alpha: np.ndarray,
     out: np.ndarray,
@@ -184,7 +162,7 @@ def _lane_forward_step(
             for s in range(stop):
                 out[(s + 2) * LANES + r] = NEG_INF
         elif small > 0:
-            _lane_exact(alpha, out, below, at_top, emission, stay, skip, stop, r)
+            exact_states(alpha, out, (below, at_top, emission), stay, skip, stop, LANES, r)
 
 
 @compiled
