@@ -287,7 +287,7 @@ def batch_loss(
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
     scratch, work = np.empty((5, width)), np.empty(n)
     checkpoints, normalising = np.empty((1, width)), np.empty((2, frames))
-    lanes = n <= MOST_CLASSES
+    lanes = n <= MOST_CLASSES and last - first >= FEWEST_SAMPLES  # else no group: no lane buffers
     lane_classes = np.empty(width * LANES if lanes else 0, dtype=np.int64)
     space = np.empty(space_rows(width - 2, n) * LANES if lanes else 0)
     scratches = (scratch, work, checkpoints, checkpoints[:0], normalising)
