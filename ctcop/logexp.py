@@ -23,7 +23,11 @@ Taylor series to degree 13 (truncation below 5e-18 relative). No table: a table'
 gather, which LLVM does not vectorise for AVX2 CPUs (measured on a Zen 3: the loss kernel 0.47x the
 time of a 64-entry table's at C = 5000, 0.79x at C = 28). ``ln(v) = e ln 2 + ln(m)`` with ``m`` in
 ``[sqrt(1/2), sqrt(2))``, and ``ln(m) = 2 atanh(f)``, ``f = (m - 1) / (m + 1)``, ``|f| <= 0.172``,
-by its series to ``f**23`` (truncation below 1e-18 relative).
+by its series to ``f**23`` (truncation below 1e-18 relative). Both polynomials are evaluated by
+Estrin's scheme (pairs of terms, then pairs of pairs with the argument's square, fourth and eighth
+powers), not Horner's: the longest chain of dependent operations is 6 multiply-adds instead of 12,
+so that the CPU overlaps the elements of a vectorised loop (measured on a Zen 3 per element: exp
+1.45x and ln 1.3x faster, the same largest errors; the gradient at T = 150, C = 28 0.82x the time).
 
 :func:`compiled` and :func:`entry` are the core's two ways of compiling with numba. numba's
 on-disk cache of what they compile is read through :class:`RecoveringCache`: a cache file that
@@ -155,19 +159,13 @@ def exp_nonpositive(d: float) -> float:
     clamped = d if d > EXP_FLUSH else EXP_FLUSH
     k = np.floor(clamped * _PER_LN2 + 0.5)  # an integer in float64: no conversion, which AVX2 lacks
     r = (clamped - k * LN2_HI) - k * LN2_LO
-    h = _TAYLOR[13]
-    h = h * r + _TAYLOR[12]
-    h = h * r + _TAYLOR[11]
-    h = h * r + _TAYLOR[10]
-    h = h * r + _TAYLOR[9]
-    h = h * r + _TAYLOR[8]
-    h = h * r + _TAYLOR[7]
-    h = h * r + _TAYLOR[6]
-    h = h * r + _TAYLOR[5]
-    h = h * r + _TAYLOR[4]
-    h = h * r + _TAYLOR[3]
-    h = h * r + _TAYLOR[2]
-    p = r + (r * r) * h  # exp(r) - 1
+    r2 = r * r  # h(r) = sum of r**j / (j + 2)! by Estrin's scheme: short dependency chains
+    r4 = r2 * r2
+    h0 = (_TAYLOR[2] + _TAYLOR[3] * r) + (_TAYLOR[4] + _TAYLOR[5] * r) * r2
+    h4 = (_TAYLOR[6] + _TAYLOR[7] * r) + (_TAYLOR[8] + _TAYLOR[9] * r) * r2
+    h8 = (_TAYLOR[10] + _TAYLOR[11] * r) + (_TAYLOR[12] + _TAYLOR[13] * r) * r2
+    h = (h0 + h4 * r4) + h8 * (r4 * r4)
+    p = r + r2 * h  # exp(r) - 1
     scale = _bits_float(_float_bits(k + _BIASED) << 52)
     result: float = scale + scale * p
     return result if d >= EXP_FLUSH else 0.0
@@ -184,17 +182,11 @@ def log_normal(v: float) -> float:
     e = exponent + 1.0 if high else exponent
     f = (m - 1.0) / (m + 1.0)
     f2 = f * f
-    s = 1.0 / 23.0
-    s = s * f2 + 1.0 / 21.0
-    s = s * f2 + 1.0 / 19.0
-    s = s * f2 + 1.0 / 17.0
-    s = s * f2 + 1.0 / 15.0
-    s = s * f2 + 1.0 / 13.0
-    s = s * f2 + 1.0 / 11.0
-    s = s * f2 + 1.0 / 9.0
-    s = s * f2 + 1.0 / 7.0
-    s = s * f2 + 1.0 / 5.0
-    s = s * f2 + 1.0 / 3.0
-    s = s * f2 + 1.0
+    f4 = f2 * f2  # s(f2) = sum of f2**j / (2 j + 1) by Estrin's scheme, as for exp
+    f8 = f4 * f4
+    s0 = (1.0 / 3.0 + (1.0 / 5.0) * f2) + (1.0 / 7.0 + (1.0 / 9.0) * f2) * f4
+    s4 = (1.0 / 11.0 + (1.0 / 13.0) * f2) + (1.0 / 15.0 + (1.0 / 17.0) * f2) * f4
+    s8 = (1.0 / 19.0 + (1.0 / 21.0) * f2) + (1.0 / 23.0) * f4
+    s = 1.0 + f2 * ((s0 + s4 * f8) + s8 * (f8 * f8))
     result: float = e * LN2_HI + (2.0 * f * s + e * LN2_LO)
     return result if v > 0.0 else -math.inf
