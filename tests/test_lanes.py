@@ -6,11 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 
 import ctcop
-from ctcop import lanes
+from ctcop import lanes, small_batch
 from tests.oracle import openvino_loss, time_major_loss
 
 
@@ -120,6 +121,40 @@ def test_mixed_shapes_group_only_runs_of_one_shape() -> None:
     batch = ctcop.ctc_loss(inputs, mask, labels)
     assert np.isposinf(batch[34:46]).all() and np.isfinite(np.delete(batch, np.s_[34:46])).all()
     assert_bits(batch, alone(inputs, mask, labels))
+
+
+@numba.njit(cache=False)
+def _lane_counts(lengths: np.ndarray, target_lengths: np.ndarray, classes: int) -> tuple[int, int, int, bool]:
+    samples = lengths.shape[0]
+    return (
+        lanes.lane_samples(lengths, target_lengths, classes, 0, samples),
+        lanes.lane_samples(lengths, target_lengths, classes, 0, samples // 2),
+        lanes.lane_samples(lengths, target_lengths, classes, samples // 2, samples),
+        small_batch._halves_keep_lanes(lengths, target_lengths, classes, False),
+    )
+
+
+@pytest.mark.parametrize(
+    ("runs", "classes", "expected"),
+    [
+        ([16], 11, (16, 0, 0, False)),  # one group whole; halves of 8 are too short for lanes
+        ([9], 11, (9, 0, 0, False)),
+        ([8], 11, (0, 0, 0, True)),
+        ([18], 11, (16, 9, 9, True)),  # 16 in lanes and 2 alone; halves of 9 both in lanes
+        ([32], 11, (32, 16, 16, True)),
+        ([40], 11, (32, 16, 16, True)),  # groups of 16, 16 and 8 (alone); halves 16 + 4 each
+        ([16], 65, (0, 0, 0, True)),  # more classes than lanes take
+        ([5, 9, 3, 12], 11, (21, 9, 12, True)),  # the cut falls between runs
+        ([5, 12, 3, 10], 11, (22, 10, 10, False)),  # the cut leaves 2 of the 12 alone
+    ],
+)
+def test_lane_samples_and_the_split_that_would_lose_them(
+    runs: list[int], classes: int, expected: tuple[int, int, int, bool]
+) -> None:
+    """The samples computed in lanes, whole and in halves, for runs of one frame count each
+    (consecutive runs of different frame counts), and whether the second thread may take a half."""
+    lengths = np.concatenate([np.full(size, 3 + k % 2 + 2 * k) for k, size in enumerate(runs)]).astype(np.int64)
+    assert _lane_counts(lengths, np.ones_like(lengths), classes) == expected
 
 
 def test_the_released_form_in_lanes() -> None:
