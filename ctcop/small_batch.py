@@ -253,7 +253,8 @@ def _split(
     frames, samples, classes = logits.shape
     work = work_units(samples, frames, classes, longest)
     half = samples // 2
-    lanes_kept = _halves_keep_lanes(lengths, target_lengths, classes, settings[2])
+    # a batch the pool would take (cut into blocks too small for lanes) is shared all the same
+    lanes_kept = work >= alone_limit or _halves_keep_lanes(lengths, target_lengths, classes, settings[2])
     shareable = control.size > 0 and samples > 1 and work >= SPLIT_WORK and lanes_kept
     shared = shareable and _fits(arena, frames * (samples - half) * classes, samples - half, longest)
     awake = shared and atomics.load(control, AWAKE) == 1

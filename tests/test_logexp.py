@@ -4,6 +4,7 @@ recursion's exact fallback where a state's predecessors lie far below the frame'
 
 import math
 
+import mpmath
 import numba
 import numpy as np
 import pytest
@@ -46,6 +47,23 @@ def test_exp_is_within_one_ulp_on_its_domain() -> None:
     got = _exp_all(d)
     assert ulps(got, np.array([math.exp(value) for value in d])).max() <= 1.0
     assert got[-7] == 1.0
+
+
+def test_exp_is_within_one_ulp_of_the_exact_value_where_rounding_is_hardest() -> None:
+    """Against exact values (mpmath at 200 bits): results whose reduced argument r lies in
+    [-ln(2) / 2, -0.25], where exp(r) - 1 is largest against exp(r) and the polynomial's
+    roundings weigh most, among them four inputs that an Estrin form rounding h(r) three times
+    at its own size put 1.002-1.02 ulp off."""
+    rng = np.random.default_rng(5)
+    d = -rng.integers(0, 1009, 4000) * math.log(2) + rng.uniform(-math.log(2) / 2, -0.25, 4000)
+    hard = [-362.8458333316858, -362.85643834519215, -206.90215462402128, -143.8234573525195]
+    d = np.concatenate([d[(d >= -700) & (d <= 0)], hard])
+    with mpmath.workprec(200):
+        exact = [mpmath.exp(mpmath.mpf(value)) for value in d]
+        errors = [
+            abs(mpmath.mpf(got) - want) / math.ulp(float(want)) for got, want in zip(_exp_all(d), exact, strict=True)
+        ]
+    assert max(errors) <= 1.0
 
 
 def test_exp_flushes_below_minus_700_and_at_minus_infinity() -> None:

@@ -55,7 +55,9 @@ def alone(inputs: tuple, gradient: bool) -> tuple[np.ndarray, ...]:
 
 def serving(space: np.ndarray, napping_us: int = 0) -> threading.Thread:
     """A thread in ``serve`` on ``space``, awake when this returns (it spins for about 0.4 s with
-    nothing posted, then naps for ``napping_us``, then returns)."""
+    nothing posted, then naps for ``napping_us``, then returns). ``serve`` is compiled here first
+    (minutes on a cold cache and a loaded machine), so the wait below is only the thread's start."""
+    small_batch.serve(np.zeros(small_batch.CONTROL_BYTES, np.uint8), 0, 0)
     thread = threading.Thread(target=small_batch.serve, args=(space, 1 << 24, napping_us), daemon=True)
     thread.start()
     control = small_batch.control_block(space)
@@ -98,6 +100,36 @@ def test_a_half_nobody_takes_is_taken_back_by_its_caller() -> None:
         for a, b in zip(got, alone(inputs, gradient), strict=True):
             np.testing.assert_array_equal(a, b)
     assert control[small_batch.POSTED] == control[small_batch.TAKEN] == 2 and control[small_batch.DONE] == 0
+
+
+@pytest.mark.parametrize(
+    ("samples", "frames", "posted"),
+    [
+        (16, 30, 0),  # halves of 8 would lose the group of 16 from lanes: computed whole
+        (18, 30, 1),  # halves of 9 keep their samples in lanes: shared
+        (16, 64, 1),  # above the pool's threshold: shared, not cut into the pool's blocks
+    ],
+)
+def test_a_loss_batch_is_shared_only_where_its_halves_keep_their_lanes(samples: int, frames: int, posted: int) -> None:
+    """Samples of one shape (T = ``frames``, L = 2, C = 11) with the pool's real limits on two
+    threads, against a control block that says the thread is awake (none serves: a posted half
+    is taken back): whether the half was posted, and every loss computed here with its bits
+    alone."""
+    space = np.zeros(small_batch.CONTROL_BYTES + samples * frames * 11 * small_batch.ARENA_BYTES, np.uint8)
+    control = small_batch.control_block(space)
+    control[small_batch.AWAKE] = 1
+    rng = np.random.default_rng(samples + frames)
+    logits = rng.standard_normal((frames, samples, 11)).astype(np.float32)
+    labels = np.full((samples, frames), -1, np.int64)
+    labels[:, :2] = rng.integers(0, 10, (samples, 2))
+    checked = canonical.time_major_inputs(
+        logits, np.ones((frames, samples), np.int32), labels, preprocess_collapse_repeated=False, merge_repeated=True
+    )
+    out = np.empty(samples, np.float32)
+    head = (checked.logits, checked.mask_values, checked.label_values, False, True)
+    done = small_batch.losses(*head, recursion.PAIR_WORK, recursion.PARALLEL_WORK, out, space)
+    assert done == small_batch.COMPUTED and control[small_batch.POSTED] == posted
+    np.testing.assert_array_equal(out, alone((logits, np.ones((frames, samples), np.int32), labels), False)[0])
 
 
 def test_a_half_the_thread_cannot_compute_is_marked_failed_and_it_serves_on() -> None:
