@@ -253,9 +253,10 @@ def _split(
     frames, samples, classes = logits.shape
     work = work_units(samples, frames, classes, longest)
     half = samples // 2
-    # a batch the pool would take (cut into blocks too small for lanes) is shared all the same
-    lanes_kept = work >= alone_limit or _halves_keep_lanes(lengths, target_lengths, classes, settings[2])
-    shareable = control.size > 0 and samples > 1 and work >= SPLIT_WORK and lanes_kept
+    shareable = control.size > 0 and samples > 1 and work >= SPLIT_WORK
+    # the lanes' scans only for a batch that could be shared; one the pool would take (cut into
+    # blocks too small for lanes) is shared all the same
+    shareable = shareable and (work >= alone_limit or _halves_keep_lanes(lengths, target_lengths, classes, settings[2]))
     shared = shareable and _fits(arena, frames * (samples - half) * classes, samples - half, longest)
     awake = shared and atomics.load(control, AWAKE) == 1
     if shared and not awake:
