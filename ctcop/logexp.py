@@ -54,6 +54,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import types
 from numba.core.caching import FunctionCache
+from numba.core.runtime.nrt import rtsys
 from numba.extending import intrinsic
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -96,14 +97,20 @@ class RecoveringCache(FunctionCache):
     written leaves the kernel compiled in memory only. numba keys an entry by its own function's
     source file only, while a kernel inlines functions of other modules (``logexp``,
     ``rule_scan``): the key here also holds :func:`core_digest`, so a change to any of them
-    compiles anew instead of loading stale machine code."""
+    compiles anew instead of loading stale machine code.
+
+    A load starts numba's runtime (NRT) only. numba's own ``load_overload`` first refreshes the
+    target context, which imports every implementation it has (numpy's linear algebra among
+    them, and SciPy through it where SciPy is installed): 0.4-0.9 s of a first call that machine
+    code read from the cache does not need. A compilation refreshes the contexts itself."""
 
     def _index_key(self, sig: Any, codegen: Any) -> Any:
         return (*super()._index_key(sig, codegen), core_digest())  # type: ignore[no-untyped-call]
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         try:
-            return super().load_overload(sig, target_context)  # type: ignore[no-untyped-call]
+            rtsys.initialize(target_context)
+            return self._load_overload(sig, target_context)  # type: ignore[no-untyped-call]
         except Exception:  # any unreadable file: compile instead
             with contextlib.suppress(OSError):
                 os.remove(self._cache_file._index_path)
