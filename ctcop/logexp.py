@@ -103,15 +103,19 @@ class RecoveringCache(FunctionCache):
     target context, which imports every implementation it has (numpy's linear algebra among
     them, and SciPy through it where SciPy is installed): 0.1-0.3 s of a first call, 0.4 s where
     SciPy is installed, that machine code read from the cache does not need. A compilation
-    refreshes the contexts itself."""
+    refreshes the contexts itself. (The runtime alone is started through numba's private
+    ``_load_overload``; a numba without it gets numba's own load.)"""
 
     def _index_key(self, sig: Any, codegen: Any) -> Any:
         return (*super()._index_key(sig, codegen), core_digest())  # type: ignore[no-untyped-call]
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
+        load = getattr(self, "_load_overload", None)
         try:
+            if load is None:
+                return super().load_overload(sig, target_context)  # type: ignore[no-untyped-call]
             rtsys.initialize(target_context)
-            return self._load_overload(sig, target_context)  # type: ignore[no-untyped-call]
+            return load(sig, target_context)
         except Exception:  # any unreadable file: compile instead
             with contextlib.suppress(OSError):
                 os.remove(self._cache_file._index_path)

@@ -67,15 +67,28 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+# numba with its private loader under another name, its own load_overload reading through it: the
+# package must load through numba's own load there (and not treat every entry as unreadable)
+WITHOUT_PRIVATE_LOADER = """
+import numba.core.caching as caching
+private = caching.Cache._load_overload
+del caching.Cache._load_overload
+def load_overload(self, sig, target_context):
+    target_context.refresh()
+    return private(self, sig, target_context)
+caching.Cache.load_overload = load_overload
+"""
+
+
 def _values(done: subprocess.CompletedProcess[str]) -> str:
     """The program's hex lines, without numba's cache messages and the registries' line."""
     return "".join(line + "\n" for line in done.stdout.splitlines() if not line.startswith("["))
 
 
-def _run(target: Path) -> subprocess.CompletedProcess[str]:
+def _run(target: Path, prelude: str = "") -> subprocess.CompletedProcess[str]:
     env = {name: value for name, value in os.environ.items() if name != "NUMBA_CACHE_DIR"}
     env.update(PYTHONPATH=str(target), NUMBA_DEBUG_CACHE="1", PYTHONDONTWRITEBYTECODE="1")
-    command = [sys.executable, "-c", PROGRAM]
+    command = [sys.executable, "-c", prelude + PROGRAM]
     return subprocess.run(command, env=env, cwd=target, capture_output=True, text=True, check=True, timeout=600)
 
 
@@ -98,4 +111,13 @@ def test_a_changed_source_is_compiled_not_loaded(installed: Path, tmp_path: Path
     done = _run(copy)
     assert [line for line in done.stdout.splitlines() if "data saved" in line and "kernels." in line]
     assert "[registries] True" in done.stdout.splitlines()
+    assert _values(done) == _expected()
+
+
+def test_a_numba_without_the_private_loader_loads_through_its_own(installed: Path) -> None:
+    done = _run(installed, WITHOUT_PRIVATE_LOADER)
+    debug = [line for line in done.stdout.splitlines() if line.startswith("[cache]")]
+    assert [line for line in debug if "data loaded" in line]
+    assert not [line for line in debug if "data saved" in line]
+    assert "[registries] True" in done.stdout.splitlines()  # numba's own load refreshes the contexts
     assert _values(done) == _expected()
