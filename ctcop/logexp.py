@@ -117,7 +117,7 @@ class RecoveringCache(FunctionCache):
             rtsys.initialize(target_context)
             return load(sig, target_context)
         except Exception:  # any unreadable file: compile instead
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, AttributeError):  # AttributeError: a numba that renamed it
                 os.remove(self._cache_file._index_path)
             return None
 

@@ -139,3 +139,30 @@ def test_a_corrupted_kernel_cache_is_recompiled(tmp_path: Path) -> None:
         again = call()
         assert again.returncode == 0, again.stderr
         assert again.stdout == first.stdout
+
+
+def _cached_function(x: float) -> float:
+    return x
+
+
+def test_an_unreadable_cache_is_a_miss_under_a_numba_with_other_private_names(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from numba.core.registry import cpu_target
+
+    from ctcop import logexp
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    cache = logexp.RecoveringCache(_cached_function)
+
+    def unreadable(*_: Any) -> Any:
+        raise EOFError("a truncated data file")
+
+    monkeypatch.setattr(cache, "_load_overload", unreadable)
+    index = tmp_path / "index.nbi"
+    index.write_bytes(b"garbage")
+    monkeypatch.setattr(cache._cache_file, "_index_path", str(index))
+    assert cache.load_overload(None, cpu_target.target_context) is None  # a miss: compiled anew
+    assert not index.exists()
+    monkeypatch.setattr(cache, "_cache_file", object())  # a numba that keeps its index elsewhere
+    assert cache.load_overload(None, cpu_target.target_context) is None
