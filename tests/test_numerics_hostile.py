@@ -152,7 +152,6 @@ def test_an_unreadable_cache_is_a_miss_under_a_numba_with_other_private_names(
 
     from ctcop import logexp
 
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     cache = logexp.RecoveringCache(_cached_function)
 
     def unreadable(*_: Any) -> Any:
