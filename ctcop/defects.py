@@ -78,6 +78,13 @@ class Defect:
         deliberate = ", deliberate" if self.kind == "deliberate" else ""
         return f"{self.id} (spec {self.spec}{deliberate}): {self.title}"
 
+    @property
+    def intermittent(self) -> bool:
+        """Whether one run may not show it on a listed case: it was measured there as
+        ``nondeterministic`` (two runs of one case differed), so a run can pass by chance and
+        says nothing about whether the installed release fixed it."""
+        return bool(self.cases) and "nondeterministic" in self.statuses
+
 
 @dataclass(frozen=True)
 class Registry:
@@ -161,9 +168,17 @@ def defect(defect_id: str) -> Defect:
 
 def remeasure_note(entry: Defect, where: str = "") -> str:
     """What to say when ``entry`` does not reproduce: ``re-measure: D3 no longer reproduces on
-    openvino 2026.5.0 (measured on 2026.4.1)``; ``where`` names the case or test."""
+    openvino 2026.5.0 (measured on 2026.4.1)``; ``where`` names the case or test. For an
+    intermittent entry (:attr:`Defect.intermittent`) one run is not evidence: ``intermittent: D8
+    did not show in CASE this run on openvino 2026.4.1 (it varies from run to run; measured on
+    2026.4.1)``."""
     installed = entry.library.installed() or "an unknown version"
     at = f" in {where}" if where else ""
+    if entry.intermittent:
+        return (
+            f"intermittent: {entry.id} did not show{at} this run on {entry.library.name} {installed} "
+            f"(it varies from run to run; measured on {entry.library.measured})"
+        )
     return (
         f"re-measure: {entry.id} no longer reproduces{at} on {entry.library.name} {installed} "
         f"(measured on {entry.library.measured})"

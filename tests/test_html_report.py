@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -162,6 +163,13 @@ def test_the_page_is_well_formed_self_contained_and_its_matrix_is_the_reports() 
     assert links == {"#defect-D1", "#defect-D4"}
     assert "torch is not installed" in page.content
     assert "crash on an empty target (killed by SIGSEGV)" in page.content  # the failure class
+
+
+def test_the_defects_table_names_what_reproduced_what_to_re_measure_and_what_did_not_show_this_run() -> None:
+    intermittent = Result("spec/no_frames/float32", "openvino", "xpass", "intermittent: D8 ...", defect="D8")
+    text, _ = rendered([*RESULTS, intermittent], RUNTIMES)
+    rows = re.findall(r"<tr><td>([a-z-]+)</td><td><code>openvino</code></td><td><a [^>]*>(D\d+)</a>", text)
+    assert rows == [("xfail", "D1"), ("re-measure", "D4"), ("intermittent", "D8")]
 
 
 # -- the command line ------------------------------------------------------------------------------

@@ -41,6 +41,16 @@ DOCUMENT = {
             "statuses": ["fail"],
             "also": ["float64"],
         },
+        {
+            "id": "D3",
+            "library": "rt",
+            "kind": "defect",
+            "spec": "4.4",
+            "title": "returns uninitialised memory without frames",
+            "runtimes": ["rt"],
+            "statuses": ["fail", "nondeterministic"],
+            "cases": {"rt": ["spec/no_frames/float32", "spec/no_frames/float64"]},
+        },
     ],
 }
 
@@ -112,6 +122,56 @@ def test_known_groups_list_xfail_and_re_measure_separately(registered: known.Kno
     assert [(g.runtime, g.defect, g.status, g.count) for g in groups] == [
         ("rt", "D1", "xfail", 1),
         ("rt", "D1", "xpass", 1),
+    ]
+
+
+def test_a_defect_that_varies_from_run_to_run_is_listed_apart_when_a_run_does_not_show_it(
+    registered: known.KnownDefects, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entries = defects.parse(DOCUMENT)
+    assert [d.intermittent for d in entries.defects] == [False, False, True]
+    got = registered.apply(result("spec/no_frames/float32", "pass"), ["float32"])
+    assert (got.status, got.defect) == ("xpass", "D3")
+    assert got.message == (
+        "intermittent: D3 did not show in spec/no_frames/float32 this run on rt an unknown version "
+        "(it varies from run to run; measured on 1.0)"
+    )
+    assert report.accepted(got) and report.exit_code([got]) == 0
+    shown = registered.apply(result("spec/no_frames/float64", "nondeterministic"), ["float64"])
+    assert (shown.status, shown.defect) == ("xfail", "D3")
+    gone = registered.apply(result("spec/empty/float64", "pass"), ["float64"])
+    sizes = {"spec/no_frames/float32": 0, "spec/empty/float64": 6}
+    monkeypatch.setattr(known, "registry", lambda: entries)
+    lines = known.format_groups(known.group([got, gone, shown], sizes))
+    assert [" ".join(line.split()) for line in lines] == [
+        "",
+        "Known defects (xfail; runtime: id, cases, smallest case [logits], departure):",
+        "rt: D3 1 spec/no_frames/float64 [0] returns uninitialised memory without frames",
+        "",
+        "Re-measure (registered defects that did not reproduce on a listed case):",
+        "rt: D1 1 spec/empty/float64 [6] rt ?, measured on 1.0",
+        "",
+        "Not shown this run (registered defects that vary from run to run):",
+        "rt: D3 1 spec/no_frames/float32 [0] rt ?, measured on 1.0",
+    ]
+
+
+def test_remeasure_keeps_the_cases_of_a_defect_that_varies_from_run_to_run() -> None:
+    raw = {
+        "settings": {"known_defects": False},
+        "versions": {},
+        "results": [
+            to_dict(result("spec/no_frames/float32", "pass")),
+            to_dict(result("spec/no_frames/float64", "fail")),
+            to_dict(result("spec/empty/float64", "pass")),
+        ],
+    }
+    updated, lines = remeasure.remeasure(DOCUMENT, raw)
+    assert updated["defects"][2]["cases"] == {"rt": ["spec/no_frames/float32", "spec/no_frames/float64"]}
+    assert updated["defects"][0]["cases"] == {"rt": ["spec/empty/float32"]}
+    assert lines == [
+        "D1 rt: no longer fails 1 case(s): spec/empty/float64",
+        "D3 rt: did not show on 1 case(s) this run, kept (it varies from run to run): spec/no_frames/float32",
     ]
 
 

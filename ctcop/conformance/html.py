@@ -140,11 +140,13 @@ def _defect_link(defect_id: str) -> str:
 
 
 def _defects_met(results: Sequence[Result], sizes: Mapping[str, int]) -> str:
-    """The registered defects met (xfail) and to re-measure (xpass), as :func:`.known.group` gives them."""
-    titles = {d.id: d.title for d in registry().defects}
+    """The registered defects met (xfail), to re-measure and not shown this run (xpass), as
+    :func:`.known.group` and :func:`.known.section` give them."""
+    known_defects = registry()
+    titles = {d.id: d.title for d in known_defects.defects}
     rows = [
         [
-            _e(g.status),
+            _e(known.section(g, known_defects)),
             f"<code>{_e(g.runtime)}</code>",
             _defect_link(g.defect),
             str(g.count),

@@ -5,8 +5,10 @@ runtime (measured on the registry's versions), or when one of the defect's ``als
 (tags or case globs, where the defect may show on other CPUs) selects it, and its status is one
 the defect was measured with. A listed case that passes is ``xpass`` with a re-measure note: a
 registered defect that does not reproduce on the installed version is news to re-measure, not a
-failure of the run (:func:`ctcop.conformance.report.accepted`). Anything else stays as it is:
-an unregistered failure fails the run.
+failure of the run (:func:`ctcop.conformance.report.accepted`); for a defect measured to vary
+from run to run (``nondeterministic`` among its statuses) the note says it did not show this run,
+and the report lists it apart: one run that passes is chance, not news. Anything else stays as it
+is: an unregistered failure fails the run.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ..defects import Defect, registry, remeasure_note
+from ..defects import Defect, Registry, registry, remeasure_note
 from .expected import FAILURES
 from .result import Result
 
@@ -116,15 +118,31 @@ def group(results: Sequence[Result], elements: Mapping[str, int]) -> list[Group]
     return sorted(groups.values(), key=lambda g: (g.status, order[g.runtime], int(g.defect[1:])))
 
 
+def section(group: Group, known: Registry) -> str:
+    """Where a group is listed: ``xfail``, ``re-measure``, or ``intermittent`` for the xpass of a
+    defect that varies from run to run (:attr:`Defect.intermittent`: not news on its own)."""
+    if group.status == "xfail":
+        return "xfail"
+    try:
+        return "intermittent" if known[group.defect].intermittent else "re-measure"
+    except KeyError:  # a merged report from another version of ctcop
+        return "re-measure"
+
+
+SECTIONS = (
+    ("xfail", "Known defects (xfail; runtime: id, cases, smallest case [logits], departure):"),
+    ("re-measure", "Re-measure (registered defects that did not reproduce on a listed case):"),
+    ("intermittent", "Not shown this run (registered defects that vary from run to run):"),
+)
+
+
 def format_groups(groups: Sequence[Group]) -> list[str]:
-    """The known-defect lines of the report: what reproduced, then what to re-measure."""
+    """The known-defect lines of the report: what reproduced, what to re-measure, and what did not
+    show this run of a defect that varies from run to run."""
     lines: list[str] = []
     known = registry()
-    for status, heading in (
-        ("xfail", "Known defects (xfail; runtime: id, cases, smallest case [logits], departure):"),
-        ("xpass", "Re-measure (registered defects that did not reproduce on a listed case):"),
-    ):
-        chosen = [g for g in groups if g.status == status]
+    for name, heading in SECTIONS:
+        chosen = [g for g in groups if section(g, known) == name]
         if not chosen:
             continue
         width = max(len(f"{g.runtime}: {g.defect}") for g in chosen)
@@ -138,6 +156,6 @@ def format_groups(groups: Sequence[Group]) -> list[str]:
             else:
                 installed = defect.library.installed() or "?"
                 where = f"{defect.library.name} {installed}, measured on {defect.library.measured}"
-                text = defect.title if status == "xfail" else where
+                text = defect.title if name == "xfail" else where
             lines.append(f"  {label:<{width}}  {g.count:>4}  {g.smallest} [{g.elements}]  {text}")
     return lines

@@ -2,7 +2,8 @@
 
 ``python -m ctcop.conformance.remeasure RAW.json [--registry PATH] [--write]`` reads a report of
 ``ctcop conformance --no-known-defects --json RAW.json`` made with newer upstream releases and
-says, per registered defect, which of its listed cases no longer fail (they are dropped), which
+says, per registered defect, which of its listed cases no longer fail (they are dropped; those of
+a defect that varies from run to run are kept, since one run cannot show it gone), which
 libraries' versions changed (the registry takes the report's), and which failures no entry
 covers (new behaviour: a person gives each one an id, or finds a regression). With ``--write``
 the registry file is rewritten; the pins in ``.ci/constraints.txt`` and the generated tables
@@ -38,10 +39,17 @@ def remeasure(registry: dict[str, Any], report: dict[str, Any]) -> tuple[dict[st
         if found is not None and found != library["measured"]:
             lines.append(f"{name}: measured on {library['measured']}, now {found}")
             library["measured"] = found
+    intermittent = {defect.id for defect in parse(registry).defects if defect.intermittent}
     for entry in updated["defects"]:
         for runtime, cases in entry.get("cases", {}).items():
             kept = [c for c in cases if status.get((runtime, c), "fail") in FAILURES]
             gone = sorted(set(cases) - set(kept))
+            if gone and entry["id"] in intermittent:
+                lines.append(
+                    f"{entry['id']} {runtime}: did not show on {len(gone)} case(s) this run, kept "
+                    f"(it varies from run to run): {', '.join(gone[:5])}"
+                )
+                continue
             if gone:
                 lines.append(f"{entry['id']} {runtime}: no longer fails {len(gone)} case(s): {', '.join(gone[:5])}")
             entry["cases"][runtime] = kept
