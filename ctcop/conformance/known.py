@@ -141,8 +141,9 @@ def format_groups(groups: Sequence[Group]) -> list[str]:
     show this run of a defect that varies from run to run."""
     lines: list[str] = []
     known = registry()
+    placed = [(section(g, known), g) for g in groups]
     for name, heading in SECTIONS:
-        chosen = [g for g in groups if section(g, known) == name]
+        chosen = [g for where, g in placed if where == name]
         if not chosen:
             continue
         width = max(len(f"{g.runtime}: {g.defect}") for g in chosen)

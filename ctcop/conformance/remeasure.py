@@ -49,10 +49,9 @@ def remeasure(registry: dict[str, Any], report: dict[str, Any]) -> tuple[dict[st
                     f"{entry['id']} {runtime}: did not show on {len(gone)} case(s) this run, kept "
                     f"(it varies from run to run): {', '.join(gone[:5])}"
                 )
-                continue
-            if gone:
+            elif gone:
                 lines.append(f"{entry['id']} {runtime}: no longer fails {len(gone)} case(s): {', '.join(gone[:5])}")
-            entry["cases"][runtime] = kept
+                entry["cases"][runtime] = kept
     known = KnownDefects.of(list(parse(updated).defects))
     tags = {case.id: case.tags for case in corpus.load_all()}
     for result in results:
