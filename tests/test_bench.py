@@ -42,7 +42,7 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Co
 def test_the_json_report_has_every_cell_with_finite_positive_times(full_report) -> None:
     result, report, _ = full_report
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report["schema"] == "ctcop-bench" and report["schema_version"] == 2
+    assert report["schema"] == "ctcop-bench" and report["schema_version"] == 3
     assert report["settings"]["passes"] == 1
     assert report["machine"]["cpu"] and report["machine"]["cores"] >= 1
     assert report["settings"]["threads"] == 2 and report["settings"]["quick"] is True
@@ -164,22 +164,121 @@ def test_an_implementation_that_raises_is_an_error_cell() -> None:
         raise RuntimeError("no kernel\nfor this")
 
     inputs = shapes.draw(shapes.FULL[2], 2)
-    protocol = timing.Protocol(1, 1, 0, 0.0)
+    protocol = timing.Protocol(1, 1, 0, 0.0, rounds=3)
     broken_one = Implementation("x", "x", "x", (), broken)
-    cell = timing.measure(broken_one, shapes.FULL[2], 2, timing.Reference(inputs), protocol)
+    [cell] = timing.measure([broken_one], shapes.FULL[2], 2, timing.Reference(inputs), protocol)
     assert (cell.status, cell.message, cell.timing) == ("error", "RuntimeError: no kernel for this", None)
+
+
+def recording(name: str, log: list[str], fail_at: int | None = None) -> Implementation:
+    """An implementation whose calls append ``name`` to ``log`` (the ``fail_at``-th call raises)
+    and return ctcop's own losses."""
+
+    def prepare(x: shapes.Inputs, threads: int) -> Prepared:
+        losses = ctcop.ctc_loss(x.logits, x.mask, x.labels)
+
+        def call() -> tuple[np.ndarray, None]:
+            log.append(name)
+            if len(log) == fail_at:
+                raise RuntimeError("gone")
+            return losses, None
+
+        log.append(f"prepare {name}")
+        return Prepared(call)
+
+    return Implementation(name, name, name, (), prepare)
+
+
+def test_a_rows_columns_take_turns_and_each_pass_is_the_median_of_all_its_runs(monkeypatch) -> None:
+    # Three rounds, one run and one warm-up call a turn: a, b, a, b, a, b, each prepared once,
+    # the checked call only in the first turn, each later turn after the column's own settings
+    # are set again (``turn``). The clock moves 1 ms a call of a, 2 of b.
+    log: list[str] = []
+    clock = [0.0]
+    monkeypatch.setattr(timing, "settle", lambda: log.append("settle"))
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    steps = {"a": 0.001, "b": 0.002}
+
+    def ticking(name: str) -> Implementation:
+        inner = recording(name, log)
+
+        def prepare(x: shapes.Inputs, threads: int) -> Prepared:
+            prepared = inner.prepare(x, threads)
+            tick = lambda: (clock.__setitem__(0, clock[0] + steps[name]), prepared.call())[1]  # noqa: E731
+            return Prepared(tick, turn=lambda: log.append(f"turn {name}"))
+
+        return Implementation(name, name, name, (), prepare)
+
+    shape = shapes.FULL[2]
+    protocol = timing.Protocol(1, repeat=3, warmup=1, min_time_s=0.0, rounds=3)
+    cells = timing.measure([ticking("a"), ticking("b")], shape, 2, timing.Reference(shapes.draw(shape, 2)), protocol)
+    turn = ["turn a", "settle", "a", "a"]  # settings, settled, a warm-up call, a timed one
+    assert (
+        log
+        == ["prepare a", "settle", "a", "a", "a", "prepare b", "settle", "b", "b", "b"]
+        + [
+            *turn,
+            *[name.replace("a", "b") for name in turn],
+        ]
+        * 2
+    )
+    assert [(cell.status, cell.timing.runs, cell.timing.median_s) for cell in cells] == [
+        ("ok", 3, pytest.approx(0.001)),
+        ("ok", 3, pytest.approx(0.002)),
+    ]
+
+
+def test_a_large_cell_is_timed_a_column_at_a_time_and_a_failing_turn_makes_an_error(monkeypatch) -> None:
+    # Above INTERLEAVE_MAX_BYTES of logits one round: a's turn ends before b is prepared.
+    log: list[str] = []
+    monkeypatch.setattr(timing, "settle", lambda: 0.0)
+    large = shapes.Shape("large", 5, 2, 11, (1,))
+    batch = timing.INTERLEAVE_MAX_BYTES // large.logits_bytes(1) + 1
+    protocol = timing.Protocol(1, repeat=2, warmup=0, min_time_s=0.0, rounds=3)
+    assert protocol.cell_rounds(large, batch) == 1 and protocol.cell_rounds(large, batch - 1) == 3
+    reference = timing.Reference(shapes.draw(large, batch))
+    cells = timing.measure([recording("a", log), recording("b", log)], large, batch, reference, protocol)
+    assert log == ["prepare a", "a", "a", "a", "prepare b", "b", "b", "b"]
+    assert [cell.timing.runs for cell in cells] == [2, 2]
+    # In three rounds (one run a turn) a call of b that raises in the second ends b's cell; a
+    # keeps its turns.
+    log.clear()
+    columns = [recording("a", log), recording("b", log, fail_at=8)]
+    cells = timing.measure(columns, large, 2, timing.Reference(shapes.draw(large, 2)), protocol)
+    assert log == ["prepare a", "a", "a", "prepare b", "b", "b", "a", "b", "a"]
+    assert [(cell.status, cell.message) for cell in cells] == [("ok", None), ("error", "RuntimeError: gone")]
+    assert cells[0].timing.runs == 3 and cells[1].timing is None
+
+
+def test_settle_waits_while_the_process_keeps_a_core_busy(monkeypatch) -> None:
+    # A fake clock: each 5 ms slice the process uses 4 ms of CPU for the first three slices (a
+    # pool spinning), then none; settle waits four slices. Busy for ever: it stops at SETTLE_MAX_S.
+    clock = {"wall": 0.0, "cpu": 0.0}
+    busy = [3]
+
+    def sleep(seconds: float) -> None:
+        clock["wall"] += seconds
+        if busy[0] > 0:
+            clock["cpu"] += 0.8 * seconds
+            busy[0] -= 1
+
+    fake = types.SimpleNamespace(perf_counter=lambda: clock["wall"], process_time=lambda: clock["cpu"], sleep=sleep)
+    monkeypatch.setattr(timing, "time", fake)
+    assert timing.settle() == pytest.approx(4 * timing.SETTLE_SLICE_S)
+    busy[0] = 10**6
+    assert timing.settle() == pytest.approx(timing.SETTLE_MAX_S)
 
 
 def test_timing_runs_at_least_repeat_times_and_until_the_minimum_time(monkeypatch) -> None:
     calls = []
-    result = timing.timed(lambda: calls.append(1), 5, 0.0)
+    result = timing.Timing.of(timing.timed(lambda: calls.append(1), 5, 0.0))
     assert result.runs == 5 == len(calls) and result.min_s <= result.median_s <= result.max_s
     # On a clock that each call moves by 4 ms (a real clock would make the count depend on the
     # machine's speed), a minimum of 10 ms takes three runs where one was asked for.
     clock = [0.0]
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     slow = timing.timed(lambda: clock.__setitem__(0, clock[0] + 0.004), 1, 0.01)
-    assert slow.runs == 3 and slow.min_s == pytest.approx(0.004)
+    assert slow == pytest.approx([0.004] * 3)
 
 
 @pytest.mark.slow

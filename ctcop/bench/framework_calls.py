@@ -68,7 +68,7 @@ def torch_forward(dtype: type[np.floating[Any]]) -> Prepare:
                 loss = ctc_loss(log_probs, targets, lengths, target_lengths, blank=blank, reduction="none")
             return loss.numpy(), None
 
-        return Prepared(call)
+        return Prepared(call, turn=lambda: torch_threads(torch, threads))
 
     return prepare
 
@@ -86,7 +86,7 @@ def torch_backward(x: Inputs, threads: int) -> Prepared:
         loss.sum().backward()
         return loss.detach().numpy(), leaf.grad.numpy()
 
-    return Prepared(call)
+    return Prepared(call, turn=lambda: torch_threads(torch, threads))
 
 
 # -- TensorFlow ------------------------------------------------------------------------------

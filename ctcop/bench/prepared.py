@@ -18,10 +18,14 @@ Prepare = Callable[[Inputs, int], "Prepared"]  # (inputs, threads) -> a prepared
 
 @dataclass(frozen=True)
 class Prepared:
-    """A call that computes the losses of one batch, and the JIT compilation it needed (s)."""
+    """A call that computes the losses of one batch, the JIT compilation it needed (s), and what
+    to run before each later turn of the column (untimed): the process-wide settings that
+    another column's library may have changed since (PaddlePaddle's call sets the OpenMP thread
+    count that PyTorch shares to 1)."""
 
     call: Callable[[], Result]
     compile_s: float | None = None
+    turn: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ status ``ok``/``wrong``/``error``, the check's message, the median seconds over 
 each pass's median, the min/max seconds and the number of runs over all passes, the compilation
 time where there was one, the first pass's first call and preparation: models built in the first
 cell, inputs converted and laid out), the ratios per row, peak memory, the wall time, and
-``interrupted_by`` (null, or the signal that cut the run short). Version 2: the passes (version
-1 had one pass, and no ``passes`` or ``pass_medians_s``).
+``interrupted_by`` (null, or the signal that cut the run short). Version 3: the rounds
+(``settings.rounds``; version 2 timed a cell's columns one after another, version 1 had one
+pass and no ``passes`` or ``pass_medians_s``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from .shapes import Shape
 from .timing import Cell, Protocol
 
 SCHEMA = "ctcop-bench"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 PACKAGES = (
     "ctcop",
     "numpy",

@@ -1,7 +1,7 @@
 """The bench's driver: the settings chosen on the command line, checked before any work, and the
 run itself: in each pass, for each shape and N, the inputs and ctcop's reference results, then
-each installed implementation (checked in the first pass) and timed in turn (all in this
-process, with one thread count); then peak memory in child processes. Results are kept as they
+the installed implementations (checked in the first pass) timed in turns (all in this process,
+with one thread count; see :mod:`.timing`); then peak memory in child processes. Results are kept as they
 come, so that an interruption leaves what finished."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from . import memory, results, shapes, threads
-from .implementations import IMPLEMENTATIONS, default_names
+from .implementations import IMPLEMENTATIONS, Implementation, default_names
 from .results import Results, Settings
 from .timing import Reference, measure
 
@@ -96,6 +96,11 @@ def total_steps(settings: Settings, timed: Sequence[str]) -> int:
     return cells + len(memory_plan(settings, timed))
 
 
+def _announcer(step: Callable[[str], Any], cell: str, where: str) -> Callable[[Implementation], Any]:
+    """``step`` with what a column's measurement of ``cell`` is."""
+    return lambda implementation: step(f"{cell}{implementation.column}{where}")
+
+
 def run(settings: Settings, found: Results, step: Callable[[str], Any]) -> None:
     """Measure every cell in each pass (see :mod:`.timing`), then peak memory; ``step(what)`` is
     called before each measurement. The first pass appends the cells, the later ones join them."""
@@ -105,13 +110,13 @@ def run(settings: Settings, found: Results, step: Callable[[str], Any]) -> None:
     try:
         for index in range(passes):
             cells = iter(list(found.cells))
+            where = f" (pass {index + 1} of {passes})" if passes > 1 else ""
             for shape in settings.shapes:
                 for batch in shape.batches:
                     reference = Reference(shapes.draw(shape, batch))
-                    for implementation in timed:
-                        where = f" (pass {index + 1} of {passes})" if passes > 1 else ""
-                        step(f"{shape.name} N={batch} {implementation.column}{where}")
-                        cell = measure(implementation, shape, batch, reference, settings.protocol, index == 0)
+                    announce = _announcer(step, f"{shape.name} N={batch} ", where)
+                    measured = measure(timed, shape, batch, reference, settings.protocol, index == 0, announce)
+                    for cell in measured:
                         if index == 0:
                             found.cells.append(cell)
                         else:

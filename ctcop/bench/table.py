@@ -10,7 +10,7 @@ from .implementations import IMPLEMENTATIONS
 from .memory import METHOD, Memory
 from .ratios import ratio_value, usable_ratios
 from .results import Results
-from .timing import Cell, Protocol
+from .timing import INTERLEAVE_MAX_BYTES, Cell, Protocol
 
 WRONG = "!"  # after a time whose check failed
 
@@ -141,11 +141,11 @@ def body(results: Results) -> list[str]:
 
 def _timing(protocol: Protocol) -> str:
     """How a cell's time was taken (see :mod:`.timing`)."""
-    runs, seconds = protocol.per_pass()
-    block = f"at least {runs} runs (and {seconds:.3g} s)"
-    if protocol.passes == 1:
-        return f"median of {block} after {protocol.warmup} warm-up call(s) and a checked one"
+    runs, seconds = protocol.per_block(1)
+    passes = f"{protocol.passes} passes" if protocol.passes > 1 else "1 pass"
     return (
-        f"median of {protocol.passes} passes over the sweep, each the median of {block}"
-        f" after {protocol.warmup + 1} untimed call(s), checked in the first pass"
+        f"median of {passes} over the sweep, each the median of at least {runs} runs (and {seconds:.3g} s)"
+        f" per column in {protocol.rounds} turn(s) with the row's other columns (1 above"
+        f" {INTERLEAVE_MAX_BYTES >> 20} MB of logits), each after {protocol.warmup} untimed call(s) and"
+        " this process's threads idle; checked in the first"
     )

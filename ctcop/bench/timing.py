@@ -7,13 +7,21 @@ atol 1e-12); a gradient by the conformance suite's gradient rule
 (:func:`ctcop.conformance.verdict.compare_grad`) against ``ctcop.ctc_loss_grad``. A cell that
 fails is still timed and is marked wrong in the table.
 
-**Timing.** In ``passes`` passes over the whole sweep (every shape, N and implementation in turn,
-minutes apart): in each, the implementation prepared again, one call (checked in the first pass)
-and ``warmup`` more, then at least ceil(``repeat`` / ``passes``) timed calls and more until they
-add up to ``min_time_s`` / ``passes`` (at most :data:`MAX_RUNS`), with Python's garbage collector
-paused. A pass's figure is the median of its runs; the cell's is the median of its passes'
-figures, so that a burst of other work on a shared machine, which slows one block of calls,
-moves one pass's figure and not the cell's. Min and max are over all runs.
+**Timing.** In ``passes`` passes over the whole sweep (every shape and N in turn, minutes apart).
+In each pass the columns of one shape and N take turns, ``rounds`` times (once where the logits
+exceed :data:`INTERLEAVE_MAX_BYTES`: every column's prepared inputs are held while they take
+turns, and at that size one call lasts tens of milliseconds or more). A column's turn: the
+settings its library shares with others in the process set again where another library can
+change them (:attr:`.prepared.Prepared.turn`), the process's threads left idle (:func:`settle`:
+a library's pool spins for up to about 50 ms after a call and slows the next column's calls by
+up to 2x meanwhile), the checked call in the first turn of the first pass, ``warmup`` untimed
+calls, then at least ceil(``repeat`` / (``passes`` * rounds)) timed calls and more until they
+add up to ``min_time_s`` / (``passes`` * rounds) (at most :data:`MAX_RUNS`), with Python's
+garbage collector paused. A pass's figure is the median of its runs over all turns, the cell's
+the median of its passes' figures. The columns of a row are thus timed in the same stretches of
+the machine's time: a burst of other work on a shared machine, which slows every call for a
+tenth of a second or more, falls on all of them instead of on whichever ran then. Min and max
+are over all runs.
 """
 
 from __future__ import annotations
@@ -21,8 +29,8 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -33,10 +41,17 @@ import ctcop
 from ..conformance.verdict import compare_grad
 from ..tolerance import compare
 from .implementations import Implementation
-from .prepared import Result
+from .prepared import Prepared, Result
 from .shapes import Inputs, Shape
 
 MAX_RUNS = 1000
+# Cells whose float32 logits are larger are timed one column after another (one round).
+INTERLEAVE_MAX_BYTES = 64 << 20
+# settle(): slices of this length until one in which the process used less than SETTLE_IDLE of
+# one core, for at most SETTLE_MAX_S.
+SETTLE_SLICE_S = 0.005
+SETTLE_IDLE = 0.1
+SETTLE_MAX_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,12 @@ class Timing:
     max_s: float
     runs: int
     pass_medians_s: tuple[float, ...] = ()
+
+    @staticmethod
+    def of(times: Sequence[float]) -> Timing:
+        """One pass's timing: the median of its runs (at least one)."""
+        median = statistics.median(times)
+        return Timing(median, min(times), max(times), len(times), (median,))
 
     def joined(self, other: Timing) -> Timing:
         """This cell's timing with another pass's."""
@@ -124,7 +145,20 @@ def check(result: Result, reference: Reference) -> str | None:
     return compare_grad(grad, reference.grad, reference.loss, grad.dtype.name, 1)
 
 
-def timed(call: Callable[[], Any], repeat: int, min_time_s: float) -> Timing:
+def settle() -> float:
+    """Wait until the threads of this process are idle: the thread pools that a library's call
+    leaves spinning, which take cores from whatever runs next. Returns the seconds waited."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < SETTLE_MAX_S:
+        cpu, wall = time.process_time(), time.perf_counter()
+        time.sleep(SETTLE_SLICE_S)
+        if time.process_time() - cpu < SETTLE_IDLE * (time.perf_counter() - wall):
+            break
+    return time.perf_counter() - start
+
+
+def timed(call: Callable[[], Any], repeat: int, min_time_s: float) -> list[float]:
+    """The seconds of at least ``repeat`` calls, more until they add up to ``min_time_s``."""
     times: list[float] = []
     enabled = gc.isenabled()
     gc.disable()
@@ -136,8 +170,7 @@ def timed(call: Callable[[], Any], repeat: int, min_time_s: float) -> Timing:
     finally:
         if enabled:
             gc.enable()
-    median = statistics.median(times)
-    return Timing(median, min(times), max(times), len(times), (median,))
+    return times
 
 
 @dataclass(frozen=True)
@@ -147,39 +180,92 @@ class Protocol:
     warmup: int
     min_time_s: float
     passes: int = 1
+    rounds: int = 1
 
-    def per_pass(self) -> tuple[int, float]:
-        """The timed runs (at least) and the time (s) of one pass."""
-        return -(-self.repeat // self.passes), self.min_time_s / self.passes
+    def cell_rounds(self, shape: Shape, batch: int) -> int:
+        """The rounds of a cell: one where its logits exceed INTERLEAVE_MAX_BYTES."""
+        return self.rounds if shape.logits_bytes(batch) <= INTERLEAVE_MAX_BYTES else 1
+
+    def per_block(self, rounds: int) -> tuple[int, float]:
+        """The timed runs (at least) and the time (s) of one column's block in a cell of ``rounds``."""
+        blocks = self.passes * rounds
+        return -(-self.repeat // blocks), self.min_time_s / blocks
+
+
+@dataclass
+class _Column:
+    """A column of one pass of a cell: its cell, its prepared call (None before the first round
+    and after an error) and its timed runs so far."""
+
+    implementation: Implementation
+    cell: Cell
+    prepared: Prepared | None = None
+    times: list[float] = field(default_factory=list)
+
+
+def _first_block(column: _Column, reference: Reference, protocol: Protocol, checked: bool) -> Callable[[], Any]:
+    """Prepare the column, settle, and make its first call: timed as ``first_s`` and, with
+    ``checked``, checked against ``reference``. Returns the call."""
+    cell, implementation = column.cell, column.implementation
+    start = time.perf_counter()
+    column.prepared = implementation.prepare(reference.inputs, protocol.threads)
+    cell.prepare_s = time.perf_counter() - start
+    cell.compile_s = column.prepared.compile_s
+    settle()
+    start = time.perf_counter()
+    result = column.prepared.call()
+    cell.first_s = time.perf_counter() - start
+    if implementation.checked and checked:
+        cell.message = check(result, reference)
+        cell.status = "ok" if cell.message is None else "wrong"
+    return column.prepared.call
+
+
+def _block(column: _Column, reference: Reference, protocol: Protocol, rounds: int, checked: bool) -> None:
+    """One round's block of a column (see the module's docstring); an exception makes the cell
+    an error."""
+    try:
+        if column.prepared is None:
+            call = _first_block(column, reference, protocol, checked)
+        else:
+            call = column.prepared.call
+            if column.prepared.turn is not None:
+                column.prepared.turn()
+            settle()
+        for _ in range(protocol.warmup):
+            call()
+        column.times += timed(call, *protocol.per_block(rounds))
+    except Exception as error:  # a library's failure is the cell's, not the bench's
+        text = " ".join(str(error).split()) or type(error).__name__
+        column.cell.status, column.cell.message = "error", f"{type(error).__name__}: {text[:300]}"
+        column.prepared, column.times = None, []
 
 
 def measure(
-    implementation: Implementation,
+    implementations: Sequence[Implementation],
     shape: Shape,
     batch: int,
     reference: Reference,
     protocol: Protocol,
     checked: bool = True,
-) -> Cell:
-    """Prepare, check (with ``checked``) and time one pass of ``implementation`` on
-    ``reference.inputs``."""
-    cell = Cell(implementation.name, shape, batch, "ok")
-    try:
-        start = time.perf_counter()
-        prepared = implementation.prepare(reference.inputs, protocol.threads)
-        cell.prepare_s = time.perf_counter() - start
-        cell.compile_s = prepared.compile_s
-        start = time.perf_counter()
-        result = prepared.call()
-        cell.first_s = time.perf_counter() - start
-        if implementation.checked and checked:
-            cell.message = check(result, reference)
-            cell.status = "ok" if cell.message is None else "wrong"
-        del result
-        for _ in range(protocol.warmup):
-            prepared.call()
-        cell.timing = timed(prepared.call, *protocol.per_pass())
-    except Exception as error:  # a library's failure is the cell's, not the bench's
-        text = " ".join(str(error).split()) or type(error).__name__
-        cell.status, cell.message, cell.timing = "error", f"{type(error).__name__}: {text[:300]}", None
-    return cell
+    step: Callable[[Implementation], Any] = lambda _: None,
+) -> list[Cell]:
+    """One pass of a cell: prepare, check (with ``checked``) and time each of ``implementations``
+    on ``reference.inputs``, the columns taking turns in rounds (see the module's docstring);
+    ``step`` is called before a column's first block. Returns a cell per implementation."""
+    columns = [
+        _Column(implementation, Cell(implementation.name, shape, batch, "ok")) for implementation in implementations
+    ]
+    rounds = protocol.cell_rounds(shape, batch)
+    for index in range(rounds):
+        for column in columns:
+            if column.cell.status == "error":
+                continue
+            if index == 0:
+                step(column.implementation)
+            _block(column, reference, protocol, rounds, checked)
+            if rounds == 1:
+                column.prepared = None  # nothing is held from one column to the next
+    for column in columns:
+        column.cell.timing = Timing.of(column.times) if column.cell.status != "error" else None
+    return [column.cell for column in columns]

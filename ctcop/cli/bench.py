@@ -55,6 +55,11 @@ def add_parser(commands: Commands) -> None:
         help="passes over the sweep; a cell's time is the median of its passes' (default 3, quick 1)",
     )
     parser.add_argument(
+        "--rounds",
+        type=arguments.integer(1, 20),
+        help="turns the columns of a shape and N take in each pass (default 3, quick 1; 1 above 64 MB of logits)",
+    )
+    parser.add_argument(
         "--min-time",
         type=arguments.seconds,
         metavar="SECONDS",
@@ -102,6 +107,7 @@ def checked_settings(args: argparse.Namespace) -> Settings:
         warmup=1 if args.warmup is None else args.warmup,
         min_time_s=args.min_time or (0.02 if quick else 0.1),
         passes=args.passes or (1 if quick else 3),
+        rounds=args.rounds or (1 if quick else 3),
     )
     shapes = bench_run.chosen_shapes(quick, args.shapes, args.batches)
     names = bench_run.implementation_names(args.implementations)
