@@ -145,7 +145,7 @@ def _timing(protocol: Protocol) -> str:
     passes = f"{protocol.passes} passes" if protocol.passes > 1 else "1 pass"
     return (
         f"median of {passes} over the sweep, each the median of at least {runs} runs (and {seconds:.3g} s)"
-        f" per column in {protocol.rounds} turn(s) with the row's other columns (1 above"
-        f" {INTERLEAVE_MAX_BYTES >> 20} MB of logits), each after {protocol.warmup} untimed call(s) and"
-        " this process's threads idle; checked in the first"
+        f" per column, taken in {protocol.rounds} turn(s) with the row's other columns (1 above"
+        f" {INTERLEAVE_MAX_BYTES >> 20} MB of logits), each turn after {protocol.warmup} untimed call(s)"
+        " with this process's threads idle; the first call checked"
     )
