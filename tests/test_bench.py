@@ -43,7 +43,7 @@ def test_the_json_report_has_every_cell_with_finite_positive_times(full_report) 
     result, report, _ = full_report
     assert result.returncode == 0, result.stdout + result.stderr
     assert report["schema"] == "ctcop-bench" and report["schema_version"] == 3
-    assert report["settings"]["passes"] == 1
+    assert report["settings"]["passes"] == 1 and report["settings"]["rounds"] == 1
     assert report["machine"]["cpu"] and report["machine"]["cores"] >= 1
     assert report["settings"]["threads"] == 2 and report["settings"]["quick"] is True
     assert report["versions"]["ctcop"] == ctcop.__version__ and "numpy" in report["versions"]
@@ -318,6 +318,7 @@ def test_a_later_pass_that_raises_makes_the_cell_an_error() -> None:
         (["--repeat", "x"], "--repeat"),
         (["--warmup", "-1"], "--warmup"),
         (["--passes", "0"], "--passes"),
+        (["--rounds", "21"], "--rounds"),
         (["--min-time", "0"], "--min-time"),
         (["--batches", "0"], "--batches"),
         (["--batches", "1,,2"], "--batches"),
