@@ -229,7 +229,7 @@ def test_a_rows_columns_take_turns_and_each_pass_is_the_median_of_all_its_runs(m
 
 
 def test_a_large_cell_is_timed_a_column_at_a_time_and_a_failing_turn_makes_an_error(monkeypatch) -> None:
-    # Above INTERLEAVE_MAX_BYTES of logits one round: a's turn ends before b is prepared.
+    # Above INTERLEAVE_MAX_BYTES of logits one turn each: a's ends before b is prepared.
     log: list[str] = []
     monkeypatch.setattr(timing, "settle", lambda: 0.0)
     large = shapes.Shape("large", 5, 2, 11, (1,))

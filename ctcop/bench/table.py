@@ -141,7 +141,7 @@ def body(results: Results) -> list[str]:
 
 def _timing(protocol: Protocol) -> str:
     """How a cell's time was taken (see :mod:`.timing`)."""
-    runs, seconds = protocol.per_block(1)
+    runs, seconds = protocol.per_turn(1)
     passes = f"{protocol.passes} passes" if protocol.passes > 1 else "1 pass"
     return (
         f"median of {passes} over the sweep, each the median of at least {runs} runs (and {seconds:.3g} s)"

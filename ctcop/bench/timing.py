@@ -45,7 +45,7 @@ from .prepared import Prepared, Result
 from .shapes import Inputs, Shape
 
 MAX_RUNS = 1000
-# Cells whose float32 logits are larger are timed one column after another (one round).
+# Cells whose float32 logits are larger are timed one column after another (one turn each).
 INTERLEAVE_MAX_BYTES = 64 << 20
 # settle(): slices of this length until one in which the process used less than SETTLE_IDLE of
 # one core, for at most SETTLE_MAX_S.
@@ -183,18 +183,18 @@ class Protocol:
     rounds: int = 1
 
     def cell_rounds(self, shape: Shape, batch: int) -> int:
-        """The rounds of a cell: one where its logits exceed INTERLEAVE_MAX_BYTES."""
+        """The turns each column of a cell takes: one where its logits exceed INTERLEAVE_MAX_BYTES."""
         return self.rounds if shape.logits_bytes(batch) <= INTERLEAVE_MAX_BYTES else 1
 
-    def per_block(self, rounds: int) -> tuple[int, float]:
-        """The timed runs (at least) and the time (s) of one column's block in a cell of ``rounds``."""
+    def per_turn(self, rounds: int) -> tuple[int, float]:
+        """The timed runs (at least) and the time (s) of one turn in a cell of ``rounds`` turns."""
         blocks = self.passes * rounds
         return -(-self.repeat // blocks), self.min_time_s / blocks
 
 
 @dataclass
 class _Column:
-    """A column of one pass of a cell: its cell, its prepared call (None before the first round
+    """A column of one pass of a cell: its cell, its prepared call (None before its first turn
     and after an error) and its timed runs so far."""
 
     implementation: Implementation
@@ -203,7 +203,7 @@ class _Column:
     times: list[float] = field(default_factory=list)
 
 
-def _first_block(column: _Column, reference: Reference, protocol: Protocol, checked: bool) -> Callable[[], Any]:
+def _first_turn(column: _Column, reference: Reference, protocol: Protocol, checked: bool) -> Callable[[], Any]:
     """Prepare the column, settle, and make its first call: timed as ``first_s`` and, with
     ``checked``, checked against ``reference``. Returns the call."""
     cell, implementation = column.cell, column.implementation
@@ -221,12 +221,11 @@ def _first_block(column: _Column, reference: Reference, protocol: Protocol, chec
     return column.prepared.call
 
 
-def _block(column: _Column, reference: Reference, protocol: Protocol, rounds: int, checked: bool) -> None:
-    """One round's block of a column (see the module's docstring); an exception makes the cell
-    an error."""
+def _turn(column: _Column, reference: Reference, protocol: Protocol, rounds: int, checked: bool) -> None:
+    """One turn of a column (see the module's docstring); an exception makes the cell an error."""
     try:
         if column.prepared is None:
-            call = _first_block(column, reference, protocol, checked)
+            call = _first_turn(column, reference, protocol, checked)
         else:
             call = column.prepared.call
             if column.prepared.turn is not None:
@@ -234,7 +233,7 @@ def _block(column: _Column, reference: Reference, protocol: Protocol, rounds: in
             settle()
         for _ in range(protocol.warmup):
             call()
-        column.times += timed(call, *protocol.per_block(rounds))
+        column.times += timed(call, *protocol.per_turn(rounds))
     except Exception as error:  # a library's failure is the cell's, not the bench's
         text = " ".join(str(error).split()) or type(error).__name__
         column.cell.status, column.cell.message = "error", f"{type(error).__name__}: {text[:300]}"
@@ -251,8 +250,8 @@ def measure(
     step: Callable[[Implementation], Any] = lambda _: None,
 ) -> list[Cell]:
     """One pass of a cell: prepare, check (with ``checked``) and time each of ``implementations``
-    on ``reference.inputs``, the columns taking turns in rounds (see the module's docstring);
-    ``step`` is called before a column's first block. Returns a cell per implementation."""
+    on ``reference.inputs``, the columns taking turns (see the module's docstring); ``step`` is
+    called before a column's first turn. Returns a cell per implementation."""
     columns = [
         _Column(implementation, Cell(implementation.name, shape, batch, "ok")) for implementation in implementations
     ]
@@ -263,7 +262,7 @@ def measure(
                 continue
             if index == 0:
                 step(column.implementation)
-            _block(column, reference, protocol, rounds, checked)
+            _turn(column, reference, protocol, rounds, checked)
             if rounds == 1:
                 column.prepared = None  # nothing is held from one column to the next
     for column in columns:
