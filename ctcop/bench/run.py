@@ -1,8 +1,8 @@
 """The bench's driver: the settings chosen on the command line, checked before any work, and the
 run itself: in each pass, for each shape and N, the inputs and ctcop's reference results, then
 the installed implementations (checked in the first pass) timed in turns (all in this process,
-with one thread count; see :mod:`.timing`); then peak memory in child processes. Results are kept as they
-come, so that an interruption leaves what finished."""
+with one thread count; see :mod:`.timing`); then peak memory in child processes. Results are
+kept as they come, a row at a time, so that an interruption leaves what finished."""
 
 from __future__ import annotations
 

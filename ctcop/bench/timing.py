@@ -203,9 +203,9 @@ class _Column:
     times: list[float] = field(default_factory=list)
 
 
-def _first_turn(column: _Column, reference: Reference, protocol: Protocol, checked: bool) -> Callable[[], Any]:
+def _first_turn(column: _Column, reference: Reference, protocol: Protocol, checked: bool) -> Prepared:
     """Prepare the column, settle, and make its first call: timed as ``first_s`` and, with
-    ``checked``, checked against ``reference``. Returns the call."""
+    ``checked``, checked against ``reference``. Returns the prepared call."""
     cell, implementation = column.cell, column.implementation
     start = time.perf_counter()
     column.prepared = implementation.prepare(reference.inputs, protocol.threads)
@@ -218,26 +218,26 @@ def _first_turn(column: _Column, reference: Reference, protocol: Protocol, check
     if implementation.checked and checked:
         cell.message = check(result, reference)
         cell.status = "ok" if cell.message is None else "wrong"
-    return column.prepared.call
+    return column.prepared
 
 
 def _turn(column: _Column, reference: Reference, protocol: Protocol, rounds: int, checked: bool) -> None:
     """One turn of a column (see the module's docstring); an exception makes the cell an error."""
     try:
-        if column.prepared is None:
-            call = _first_turn(column, reference, protocol, checked)
+        prepared = column.prepared
+        if prepared is None:
+            prepared = _first_turn(column, reference, protocol, checked)
         else:
-            call = column.prepared.call
-            if column.prepared.turn is not None:
-                column.prepared.turn()
+            if prepared.turn is not None:
+                prepared.turn()
             settle()
         for _ in range(protocol.warmup):
-            call()
-        column.times += timed(call, *protocol.per_turn(rounds))
+            prepared.call()
+        column.times += timed(prepared.call, *protocol.per_turn(rounds))
     except Exception as error:  # a library's failure is the cell's, not the bench's
         text = " ".join(str(error).split()) or type(error).__name__
         column.cell.status, column.cell.message = "error", f"{type(error).__name__}: {text[:300]}"
-        column.prepared, column.times = None, []
+        column.prepared = None
 
 
 def measure(
