@@ -82,13 +82,15 @@ def test_suite_survives_a_crashing_runtime_and_reports_it(tmp_path) -> None:
     assert [r["name"] for r in document["runtimes"]] == ["reference", "openvino"]
     outcomes = {(r["runtime"], r["case"]): r for r in document["results"]}
     assert all(o["status"] == "pass" for (runtime, _), o in outcomes.items() if runtime == "reference")
-    assert outcomes["openvino", "spec/empty_targets/float32"]["status"] == "crash"  # spec 12.2 D1
+    empty = outcomes["openvino", "spec/empty_targets/float32"]  # spec 12.2 D1: a crash, or a wrong loss in one run
+    assert empty["status"] in ("crash", "nondeterministic"), empty
     assert outcomes["openvino", "spec/infeasible_too_long/float32"]["status"] == "error"  # D2
     assert outcomes["openvino", "spec/logits_1e4/float32"]["status"] == "fail"  # D3
     assert outcomes["openvino", "spec/hand_worked/float32"]["status"] == "pass"
     assert len(outcomes) == 2 * 16
     assert document["settings"]["known_defects"] is False and all(r["defect"] is None for r in document["results"])
-    assert "openvino: crash on an empty target (killed by SIGSEGV)" in result.stdout
+    if empty["status"] == "crash":
+        assert "openvino: crash on an empty target (killed by SIGSEGV)" in result.stdout
     assert "Known defects" not in result.stdout
 
 
@@ -101,15 +103,16 @@ def test_registered_defects_are_xfail_with_their_id_and_the_run_passes(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     document = json.loads(out.read_text())
     outcomes = {(r["runtime"], r["case"]): r for r in document["results"]}
-    for case_id, defect_id, status in [
-        ("spec/empty_targets/float32", "D1", "crash"),
-        ("spec/infeasible_too_long/float32", "D2", "error"),
-        ("spec/logits_1e4/float32", "D3", "fail"),
-        ("spec/hand_worked/float64", "D4", "fail"),
+    for case_id, defect_id, statuses in [
+        ("spec/empty_targets/float32", "D1", ("crash", "nondeterministic")),
+        ("spec/infeasible_too_long/float32", "D2", ("error",)),
+        ("spec/logits_1e4/float32", "D3", ("fail",)),
+        ("spec/hand_worked/float64", "D4", ("fail",)),
     ]:
         outcome = outcomes["openvino", case_id]
         assert (outcome["status"], outcome["defect"]) == ("xfail", defect_id), outcome
-        assert outcome["message"].startswith(f"{defect_id} (spec ") and f"[{status}]" in outcome["message"]
+        assert outcome["message"].startswith(f"{defect_id} (spec ")
+        assert any(f"[{status}]" in outcome["message"] for status in statuses), outcome
     passed = outcomes["openvino", "spec/hand_worked/float32"]
     assert (passed["status"], passed["defect"]) == ("pass", None)
     assert document["settings"]["known_defects"] is True

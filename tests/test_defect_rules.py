@@ -48,6 +48,13 @@ def test_d1_an_empty_target_and_a_crash() -> None:
     assert ids(x, "error") == [] and ids(x, "crash", "openvino-ir") == []
 
 
+def test_d1_also_explains_a_wrong_loss_because_one_run_of_it_returns_one() -> None:
+    x = released(np.zeros((2, 1, 2)), [1, 1], [[0], [0]], [1, 0])
+    assert ids(x, "fail", mismatch=loss_off(7.5, 0.69)) == ["D1"]
+    assert ids(released(np.zeros((2, 1, 2)), [1, 1], [[0], [0]], [1, 1]), "fail") == []  # no empty target
+    assert "fail" not in defect("D1").statuses  # one run's status, not a registered one
+
+
 def test_d1_in_the_time_major_form_is_a_row_of_pads() -> None:
     x = read({"inputs": np.zeros((1, 1, 2)), "sequence_mask": np.ones((1, 1)), "labels": np.array([[-1]])}, SPEC)
     (cause,) = explain(x, Failure("crash"), "openvino")
@@ -158,6 +165,7 @@ def test_eval_names_the_causes_from_the_rules() -> None:
     assert likely_cause(released_layer(), inputs, "agree", "openvino") == ""
     as_float64 = [inputs[0].astype(np.float64), *inputs[1:]]
     assert likely_cause(released_layer(dtype="float64"), as_float64, "disagree", "openvino") == (
+        f"{defect('D1').label} — sample 1 has an empty target (label_length 0); "
         f"{defect('D4').label} — float64 logits; {defect('D5').label} — float64 logits"
     )
 

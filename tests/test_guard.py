@@ -161,12 +161,14 @@ def eval_verdicts(path: str, inputs_path: str, report: str) -> list[dict]:
 def test_eval_agrees_on_the_guarded_model_where_the_native_one_crashes_or_disagrees(tmp_path, capsys) -> None:
     native_ir(tmp_path / "model.xml", blank=0)
     path, _ = guarded(tmp_path, capsys)
-    for scale, native_verdict, empty in ((1.0, "crash", 0), (60.0, "disagree", 2)):
+    # D1 kills the worker or, in some runs, returns a wrong loss; D3 is a wrong loss every run
+    for scale, native_verdicts, empty in ((1.0, {"crash", "disagree"}, 0), (60.0, {"disagree"}, 2)):
         inputs = inputs_for(0, scale)  # D1 alone, then D3 alone: every target feasible
         inputs["label_length"] = np.array([3, empty, 2, 3], np.int32)
         np.savez(tmp_path / "inputs.npz", **inputs)
         original = eval_verdicts(str(tmp_path / "model.xml"), str(tmp_path / "inputs.npz"), str(tmp_path / "a.json"))
-        assert [layer["verdict"] for layer in original] == [native_verdict]
+        (native,) = original
+        assert native["verdict"] in native_verdicts
         after = eval_verdicts(path, str(tmp_path / "inputs.npz"), str(tmp_path / "b.json"))
         assert [(layer["name"], layer["verdict"]) for layer in after] == [("ctc_loss_0" + KERNEL_SUFFIX, "agree")]
 
