@@ -277,22 +277,15 @@ class Cause:
         return f"{self.defect.label} — {self.evidence}"
 
 
-def _shown_by(defect: Defect) -> tuple[str, ...]:
-    """The statuses one run of a case with ``defect`` can have."""
-    return (*defect.statuses, "fail") if "nondeterministic" in defect.statuses else defect.statuses
-
-
 def explain(x: Inputs, failure: Failure, runtime: str) -> list[Cause]:
     """Every registered defect, in the registry's order, whose runtimes include ``runtime`` (a
     conformance runtime's name: "openvino" is OpenVINO's own kernel, "openvino-ir",
     "openvino-custom", "openvino-onnx" ctcop's forms on OpenVINO), whose statuses include
-    ``failure.status`` and whose predicate holds. ``failure`` is one run's: a defect registered
-    as ``nondeterministic`` (two runs of a case differ) also explains a wrong number ("fail"),
-    which is what one of those runs returns."""
+    ``failure.status`` and whose predicate holds."""
     causes = []
     for defect in registry().defects:
         test = PREDICATES.get(defect.id)
-        if test is None or runtime not in defect.runtimes or failure.status not in _shown_by(defect):
+        if test is None or runtime not in defect.runtimes or failure.status not in defect.statuses:
             continue
         evidence = test(x, failure)
         if evidence is not None:

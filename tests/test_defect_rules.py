@@ -48,11 +48,10 @@ def test_d1_an_empty_target_and_a_crash() -> None:
     assert ids(x, "error") == [] and ids(x, "crash", "openvino-ir") == []
 
 
-def test_d1_also_explains_a_wrong_loss_because_one_run_of_it_returns_one() -> None:
+def test_d1_also_explains_a_wrong_loss_which_some_runs_return() -> None:
     x = released(np.zeros((2, 1, 2)), [1, 1], [[0], [0]], [1, 0])
     assert ids(x, "fail", mismatch=loss_off(7.5, 0.69)) == ["D1"]
     assert ids(released(np.zeros((2, 1, 2)), [1, 1], [[0], [0]], [1, 1]), "fail") == []  # no empty target
-    assert "fail" not in defect("D1").statuses  # one run's status, not a registered one
 
 
 def test_d1_in_the_time_major_form_is_a_row_of_pads() -> None:

@@ -27,14 +27,16 @@ from ctcop.openvino import openvino_extensions as ctcop_extensions
 native = RUNTIMES["openvino"]
 
 
-def test_d1_empty_target_kills_the_process() -> None:
+def test_d1_empty_target_kills_the_process_or_gives_a_wrong_loss() -> None:
     code = (
         "import numpy as np; from ctcop.conformance.runtimes import RUNTIMES; "
-        "RUNTIMES['openvino'](np.zeros((1, 1, 2), np.float32), np.ones((1, 1), np.int64), np.array([[-1]]))"
+        "print(RUNTIMES['openvino'](np.zeros((1, 1, 2), np.float32), np.ones((1, 1), np.int64), np.array([[-1]]))[0])"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
-    if reproduces("D1", result.returncode < 0):
-        assert result.returncode == -signal.SIGSEGV, result.stderr
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    died = result.returncode < 0
+    wrong = result.returncode == 0 and float(result.stdout.split()[-1]) != pytest.approx(math.log(2), rel=1e-6)
+    if reproduces("D1", died or wrong) and died:  # the corrupted heap: SIGSEGV, or an abort in a later free
+        assert -result.returncode in (signal.SIGSEGV, signal.SIGABRT), result.stderr
     assert RUNTIMES["openvino-ir"](np.zeros((1, 1, 2), np.float32), np.ones((1, 1), np.int64), np.array([[-1]]))[0] == (
         pytest.approx(math.log(2), rel=1e-6)
     )
@@ -84,7 +86,10 @@ def test_d5_float64_outputs_saturate_infinity(hint: str) -> None:
         [infeasible.inputs["inputs"], infeasible.inputs["sequence_mask"].astype(np.int32), infeasible.inputs["labels"]]
     )[0]
     in_bfloat16 = compiled.get_property("INFERENCE_PRECISION_HINT") == openvino.Type.bf16
-    assert in_bfloat16 == (hint == "bf16" and "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+    # bf16 only where asked; where the CPU lists BF16 it is taken, and a CPU with AVX-512 but no
+    # BF16 instructions may take it too (emulated), so there the compiled precision is read back
+    assert not in_bfloat16 or hint == "bf16"
+    assert in_bfloat16 or hint != "bf16" or "BF16" not in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
     if reproduces("D5", got[1] != np.inf):
         assert got[1] == got[2] == FLOAT32_MAX
 

@@ -19,6 +19,7 @@ import pytest
 from ctcop.conformance import classes, corpus, expected, junit, known, registry, report, runner, shard, suite, verdict
 from ctcop.conformance.protocol import Outcome
 from ctcop.conformance.result import REPORTED, Raised, Result, from_dict, to_dict
+from ctcop.precompile import precompile
 from ctcop.tolerance import Mismatch, describe
 
 BAD = f"{Path(__file__).with_name('bad_runtimes.py')}:BAD"
@@ -106,6 +107,7 @@ def test_a_runtime_that_does_not_answer_times_out_and_is_replaced(tmp_path) -> N
     # sleepy never answers; the reference answers well within the timeout even on a loaded
     # machine. Six workers take sleepy's six evaluations (three cases, twice) at once, so the run
     # lasts about one timeout; each worker that timed out is replaced and the reference still passes.
+    precompile()  # the reference's kernels in numba's cache: its workers load them, not compile them
     out = tmp_path / "sleepy.json"
     result = conformance(
         "--runtimes", "sleepy,reference", "--select", "spec/hand_worked/float*", "--timeout", "30", "--jobs", "6",

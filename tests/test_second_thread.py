@@ -197,11 +197,14 @@ def test_a_napping_thread_spins_again_when_a_call_wants_it() -> None:
     assert control[small_batch.AWAKE] == 0
     np.testing.assert_array_equal(one_call(space, inputs, False)[0], expected)
     assert control[small_batch.POSTED] == 0
-    while control[small_batch.AWAKE] == 0:  # it looks between naps of at most NAP_MOST_US
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
-    assert control[small_batch.WANTED] == 0
-    np.testing.assert_array_equal(one_call(space, inputs, False)[0], expected)
+    for _ in range(5):  # a call held up past the thread's spinning finds it napping: it wants it again
+        while control[small_batch.AWAKE] == 0:  # it looks between naps of at most NAP_MOST_US
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert control[small_batch.WANTED] == 0
+        np.testing.assert_array_equal(one_call(space, inputs, False)[0], expected)
+        if control[small_batch.POSTED] == 1:
+            break
     assert control[small_batch.POSTED] == 1 == control[small_batch.TAKEN]
     thread.join(60)
     assert not thread.is_alive()

@@ -214,5 +214,9 @@ def test_the_native_conversion_fails_where_ctcops_gives_values(saved: dict[bool,
     np.testing.assert_allclose(
         native(INDICES, VALUES, LENGTHS), saved[False][0](FEATURES, INDICES, VALUES, LENGTHS).numpy(), rtol=1e-4
     )
-    with pytest.raises(Lost):
-        native(*EMPTY)
+    try:
+        wrong = native(*EMPTY)
+    except Lost:  # D1: the process died
+        return
+    # D1's other outcome: a run returns a wrong loss (ctcop's conversion gives the all-blank loss)
+    assert not np.allclose(wrong, fed(compiled(path), FEATURES, *EMPTY), rtol=1e-4)

@@ -25,6 +25,7 @@ from torch_models import CLASSES, CONFIGS, FEW_CONFIGS, INPUT_NAMES, Batch, Loss
 
 import ctcop  # noqa: E402
 import ctcop.torch  # noqa: E402
+from ctcop.openvino import declared_precision_config  # noqa: E402
 from ctcop.tolerance import compare  # noqa: E402
 from ctcop.torch.semantics import reference_loss  # noqa: E402
 
@@ -273,7 +274,9 @@ def test_openvino_cpu_orders_nan_as_the_mapping_expects() -> None:
     x, y = ops.parameter([3], np.float32), ops.parameter([1], np.float32)
     axis = ops.constant(np.int64(0))
     outputs = [ops.greater(x, y), ops.greater_equal(x, y), ops.maximum(x, y), ops.reduce_max(x, axis, False)]
-    compiled = openvino.Core().compile_model(openvino.Model([o.output(0) for o in outputs], [x, y]), "CPU")
+    core = openvino.Core()
+    model = openvino.Model([o.output(0) for o in outputs], [x, y])
+    compiled = core.compile_model(model, "CPU", declared_precision_config(core, "CPU", "float32"))  # not bf16
     half = np.float32([0.5])
     greater, greater_equal, maximum, top = compiled([np.float32([np.nan, 1, -np.inf]), half]).values()
     assert greater[0] == greater_equal[0] and not greater[2] and maximum[0] == 0.5 and top == 1.0
