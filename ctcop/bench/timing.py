@@ -203,34 +203,37 @@ class _Column:
     times: list[float] = field(default_factory=list)
 
 
-def _first_turn(column: _Column, reference: Reference, protocol: Protocol, checked: bool) -> Prepared:
-    """Prepare the column, settle, and make its first call: timed as ``first_s`` and, with
-    ``checked``, checked against ``reference``. Returns the prepared call."""
-    cell, implementation = column.cell, column.implementation
+def _prepare(column: _Column, inputs: Inputs, threads: int) -> Prepared:
+    """The column's prepared call, its preparation and compilation times kept in its cell."""
     start = time.perf_counter()
-    column.prepared = implementation.prepare(reference.inputs, protocol.threads)
-    cell.prepare_s = time.perf_counter() - start
-    cell.compile_s = column.prepared.compile_s
-    settle()
+    prepared = column.implementation.prepare(inputs, threads)
+    column.cell.prepare_s, column.cell.compile_s = time.perf_counter() - start, prepared.compile_s
+    return prepared
+
+
+def _first_call(column: _Column, prepared: Prepared, reference: Reference, checked: bool) -> None:
+    """The column's first call, timed as ``first_s`` and, with ``checked``, checked against
+    ``reference``."""
     start = time.perf_counter()
-    result = column.prepared.call()
-    cell.first_s = time.perf_counter() - start
-    if implementation.checked and checked:
-        cell.message = check(result, reference)
-        cell.status = "ok" if cell.message is None else "wrong"
-    return column.prepared
+    result = prepared.call()
+    column.cell.first_s = time.perf_counter() - start
+    if column.implementation.checked and checked:
+        column.cell.message = check(result, reference)
+        column.cell.status = "ok" if column.cell.message is None else "wrong"
 
 
 def _turn(column: _Column, reference: Reference, protocol: Protocol, rounds: int, checked: bool) -> None:
-    """One turn of a column (see the module's docstring); an exception makes the cell an error."""
+    """One turn of a column (see the module's docstring): prepared and its first call made in its
+    first turn; an exception makes the cell an error."""
     try:
-        prepared = column.prepared
+        prepared, first = column.prepared, column.prepared is None
         if prepared is None:
-            prepared = _first_turn(column, reference, protocol, checked)
-        else:
-            if prepared.turn is not None:
-                prepared.turn()
-            settle()
+            prepared = column.prepared = _prepare(column, reference.inputs, protocol.threads)
+        elif prepared.turn is not None:
+            prepared.turn()
+        settle()
+        if first:
+            _first_call(column, prepared, reference, checked)
         for _ in range(protocol.warmup):
             prepared.call()
         column.times += timed(prepared.call, *protocol.per_turn(rounds))
