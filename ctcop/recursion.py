@@ -263,7 +263,7 @@ def _in_one_call(
     arrays)."""
     logits, labels = _writable(checked.logits), _writable(checked.label_values)
     pair = threads > 1 and logits.shape[1] > 1
-    arena = second_thread.shared(PAIR_WORK // 2) if pair else second_thread.ALONE
+    arena = second_thread.shared(PAIR_WORK) if pair else second_thread.ALONE
     done = kernel(
         logits, checked.mask_values, labels, checked.collapse, checked.merge_repeated, *settings, *outputs, arena
     )

@@ -4,13 +4,14 @@ One per process, made at the first batch of two or more samples computed on two 
 (see :func:`ctcop.recursion.set_num_threads`), and started by the first call that could have
 shared its batch with it: that call loads the thread's compiled wait, :func:`ctcop.small_batch.serve`,
 itself (so that the thread, which would need the GIL for it, does not slow the calls that follow),
-then starts it. The thread sleeps until a call wakes it, then waits in ``serve`` for posted halves,
-spinning (about 0.3 milliseconds on this project's machine), then napping between looks at the
-control block (where the C library has ``usleep``: not on Windows), and goes back to sleep after
-about a second with none. A call finds it awake when calls follow each other
-closely (a training loop, a benchmark); one that finds it asleep computes alone and wakes it. One
-call shares its batch at a time; the others compute alone (or, above the pool's threshold, on
-the pool). Results are the same bits either way.
+then starts it. The thread sleeps until a call wakes it, then waits in ``serve`` for posted
+batches, spinning (about 0.3 milliseconds on this project's machine), then napping between looks
+at the control block (at most a millisecond each, where the C library has ``usleep``: not on
+Windows), and goes back to sleep after about a second with none. A call finds it awake when
+calls follow each other within that second (a training loop, a benchmark), and shares its batch
+in chunks with it (a thread that comes late from a nap takes fewer); one that finds it asleep
+computes alone (or, above the pool's threshold, on the pool) and wakes it. One call shares its
+batch at a time; the others compute alone. Results are the same bits either way.
 A forked child starts without it and makes its own.
 """
 
@@ -25,7 +26,7 @@ from . import small_batch
 
 
 class SecondThread:
-    """The thread (started by :meth:`wake`) and its arena (the control block and boxes for halves
+    """The thread (started by :meth:`wake`) and its arena (the control block and boxes for batches
     of up to ``capacity`` logits)."""
 
     def __init__(self, capacity: int) -> None:
@@ -72,7 +73,7 @@ if hasattr(os, "register_at_fork"):
 
 def shared(capacity: int) -> np.ndarray:
     """The arena that the small-batch kernels share with the second thread (made, with boxes for
-    halves of up to ``capacity`` logits, at the first call), or :data:`ALONE` where the system
+    batches of up to ``capacity`` logits, at the first call), or :data:`ALONE` where the system
     starts no thread."""
     global _second
     second = _second

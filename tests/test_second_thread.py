@@ -1,6 +1,6 @@
 """The second thread (ctcop/small_batch.py, ctcop/second_thread.py): a batch shared with it gives
-the bits the calling thread gives alone, whoever computes each half, and a half the thread cannot
-compute is computed by its caller."""
+the bits the calling thread gives alone, whoever computes each chunk, and chunks the thread cannot
+compute are computed by their caller."""
 
 import threading
 import time
@@ -16,8 +16,8 @@ CAPACITY = 1 << 12
 LIMITS = (1 << 40, 1 << 40)  # every batch in one call
 
 
-def arena() -> np.ndarray:
-    return np.zeros(small_batch.CONTROL_BYTES + CAPACITY * small_batch.ARENA_BYTES, np.uint8)
+def arena(capacity: int = CAPACITY) -> np.ndarray:
+    return np.zeros(small_batch.CONTROL_BYTES + capacity * small_batch.ARENA_BYTES, np.uint8)
 
 
 def batch(seed: int, dtype: type = np.float32, samples: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -53,12 +53,13 @@ def alone(inputs: tuple, gradient: bool) -> tuple[np.ndarray, ...]:
     return one_call(second_thread.ALONE, inputs, gradient)
 
 
-def serving(space: np.ndarray, napping_us: int = 0) -> threading.Thread:
-    """A thread in ``serve`` on ``space``, awake when this returns (it spins for about 0.4 s with
-    nothing posted, then naps for ``napping_us``, then returns). ``serve`` is compiled here first
-    (minutes on a cold cache and a loaded machine), so the wait below is only the thread's start."""
+def serving(space: np.ndarray, spins: int = 1 << 24, napping_us: int = 0) -> threading.Thread:
+    """A thread in ``serve`` on ``space``, awake when this returns (it spins for ``spins`` rounds,
+    about 0.4 s by default, with nothing posted, then naps for ``napping_us``, then returns).
+    ``serve`` is compiled here first (minutes on a cold cache and a loaded machine), so the wait
+    below is only the thread's start."""
     small_batch.serve(np.zeros(small_batch.CONTROL_BYTES, np.uint8), 0, 0)
-    thread = threading.Thread(target=small_batch.serve, args=(space, 1 << 24, napping_us), daemon=True)
+    thread = threading.Thread(target=small_batch.serve, args=(space, spins, napping_us), daemon=True)
     thread.start()
     control = small_batch.control_block(space)
     deadline = time.monotonic() + 60
@@ -76,45 +77,46 @@ def test_a_shared_batch_gives_the_bits_of_one_thread(dtype: type, gradient: bool
     cases = [(batch(seed, dtype), alone(batch(seed, dtype), gradient)) for seed in range(12)]  # compiled first
     thread = serving(space)
     deadline = time.monotonic() + 120
-    calls = 0
-    while calls < len(cases) or control[small_batch.DONE] < 3:  # the thread took halves (it may be late)
-        assert time.monotonic() < deadline, "the second thread took fewer than three halves in two minutes"
+    calls = helped = 0
+    while calls < len(cases) or helped < 3:  # the thread computed chunks of three batches (it may be late)
+        assert time.monotonic() < deadline, "the second thread computed chunks of fewer than three batches"
         inputs, expected = cases[calls % len(cases)]
         got = one_call(space, inputs, gradient)
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_array_equal(a, b)
             assert a.dtype == b.dtype
-        assert control[small_batch.POSTED] == control[small_batch.TAKEN] == calls + 1
         calls += 1
+        assert control[small_batch.POSTED] == calls
+        helped += control[small_batch.FINISHED] > 0
     thread.join(60)
     assert not thread.is_alive() and control[small_batch.AWAKE] == 0
 
 
-def test_a_half_nobody_takes_is_taken_back_by_its_caller() -> None:
+def test_chunks_nobody_takes_are_computed_by_their_caller() -> None:
     space = arena()
     control = small_batch.control_block(space)
-    control[small_batch.AWAKE] = 1  # says awake, but no thread serves: the caller takes its half back
+    control[small_batch.AWAKE] = 1  # says awake, but no thread serves: the caller computes every chunk
     inputs = batch(3)
     for gradient in (False, True):
         got = one_call(space, inputs, gradient)
         for a, b in zip(got, alone(inputs, gradient), strict=True):
             np.testing.assert_array_equal(a, b)
-    assert control[small_batch.POSTED] == control[small_batch.TAKEN] == 2 and control[small_batch.DONE] == 0
+    assert control[small_batch.POSTED] == 2 and control[small_batch.FINISHED] == 0
 
 
 @pytest.mark.parametrize(
     ("samples", "frames", "posted"),
     [
-        (16, 30, 0),  # halves of 8 would lose the group of 16 from lanes: computed whole
-        (18, 30, 1),  # halves of 9 keep their samples in lanes: shared
+        (16, 30, 0),  # two chunks of 8 would lose the group of 16 from lanes: computed whole
+        (18, 30, 1),  # two chunks of 9 keep their samples in lanes: shared
         (16, 64, 1),  # above the pool's threshold: shared, not cut into the pool's blocks
     ],
 )
-def test_a_loss_batch_is_shared_only_where_its_halves_keep_their_lanes(samples: int, frames: int, posted: int) -> None:
+def test_a_loss_batch_is_shared_only_where_its_chunks_keep_their_lanes(samples: int, frames: int, posted: int) -> None:
     """Samples of one shape (T = ``frames``, L = 2, C = 11) with the pool's real limits on two
-    threads, against a control block that says the thread is awake (none serves: a posted half
-    is taken back): whether the half was posted, and every loss computed here with its bits
-    alone."""
+    threads, against a control block that says the thread is awake (none serves: the caller
+    computes every chunk of a posted batch): whether the batch was posted, and every loss computed
+    here with its bits alone."""
     space = np.zeros(small_batch.CONTROL_BYTES + samples * frames * 11 * small_batch.ARENA_BYTES, np.uint8)
     control = small_batch.control_block(space)
     control[small_batch.AWAKE] = 1
@@ -132,25 +134,31 @@ def test_a_loss_batch_is_shared_only_where_its_halves_keep_their_lanes(samples: 
     np.testing.assert_array_equal(out, alone((logits, np.ones((frames, samples), np.int32), labels), False)[0])
 
 
-def test_a_half_the_thread_cannot_compute_is_marked_failed_and_it_serves_on() -> None:
+def test_a_batch_the_thread_cannot_compute_is_marked_failed_and_it_serves_on() -> None:
     space = arena()
     control = small_batch.control_block(space)
     thread = serving(space)
-    # A half larger than the boxes: the thread's views of it fail.
+    # A batch larger than the boxes, its one chunk copied: the thread's views of it fail.
     control[small_batch.SAMPLES], control[small_batch.FRAMES], control[small_batch.CLASSES] = CAPACITY, 4, 4
-    control[small_batch.WIDTH], control[small_batch.SINCE] = 1, control[small_batch.TAKEN]
+    control[small_batch.WIDTH], control[small_batch.CHUNK], control[small_batch.DOUBLE] = 1, CAPACITY, 0
     number = control[small_batch.POSTED] + 1
+    control[small_batch.CLAIMS] = (number << 2 * small_batch.END_BITS) | 1  # chunks [0, 1) unclaimed
+    control[small_batch.AVAILABLE], control[small_batch.FINISHED] = 1, 0
     control[small_batch.POSTED] = number
     deadline = time.monotonic() + 60
-    while control[small_batch.DONE] != number:
+    while control[small_batch.FAILED] != number:
         assert time.monotonic() < deadline
         time.sleep(0.001)
-    assert control[small_batch.FAILED] == number
-    inputs = batch(5)
-    expected = alone(inputs, False)[0]
-    while control[small_batch.DONE] == number:  # it serves on (a half it is late for, its caller takes back)
-        assert time.monotonic() < deadline and thread.is_alive()
-        np.testing.assert_array_equal(one_call(space, inputs, False)[0], expected)
+    assert control[small_batch.CLAIMS] == (number << 2 * small_batch.END_BITS) | 1  # it claimed nothing
+    for gradient in (False, True):  # it serves on: shared batches, computed by whichever thread
+        inputs = batch(5)
+        expected = alone(inputs, gradient)
+        while True:
+            assert time.monotonic() < deadline and thread.is_alive()
+            for a, b in zip(one_call(space, inputs, gradient), expected, strict=True):
+                np.testing.assert_array_equal(a, b)
+            if control[small_batch.FINISHED] > 0:
+                break
     assert control[small_batch.FAILED] == number
     thread.join(60)
 
@@ -173,41 +181,32 @@ def test_back_to_back_calls_on_two_threads_use_the_second_thread() -> None:
     try:
         inputs = batch(7, samples=64)
         ctcop.ctc_loss(*inputs)
-        control = small_batch.control_block(second_thread.shared(recursion.PAIR_WORK // 2))
-        before = int(control[small_batch.DONE])
-        deadline = time.monotonic() + 120
-        while control[small_batch.DONE] == before:  # the thread wakes after the first call that wanted it
-            assert time.monotonic() < deadline, "the second thread took no half in two minutes"
+        control = small_batch.control_block(second_thread.shared(recursion.PAIR_WORK))
+        deadline, posted = time.monotonic() + 120, int(control[small_batch.POSTED])
+        # the thread wakes after the first call that wanted it
+        while control[small_batch.POSTED] == posted or control[small_batch.FINISHED] == 0:
+            assert time.monotonic() < deadline, "the second thread computed no chunk in two minutes"
             ctcop.ctc_loss(*inputs)
     finally:
         recursion.set_num_threads(recursion._default_threads())
 
 
-def test_a_napping_thread_spins_again_when_a_call_wants_it() -> None:
-    space = arena()
+def test_a_napping_thread_takes_chunks_of_a_batch_posted_during_its_nap() -> None:
+    space = arena(1 << 15)
     control = small_batch.control_block(space)
-    inputs = batch(9)
-    expected = alone(inputs, False)[0]  # compiled first
-    thread = serving(space, napping_us=2_000_000)  # spins about 0.4 s, then naps
+    inputs = batch(9, samples=400)
+    expected = alone(inputs, True)  # compiled first
+    thread = serving(space, spins=0, napping_us=2_000_000)  # naps from the start, between looks
     deadline = time.monotonic() + 60
-    while control[small_batch.AWAKE] == 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
-    time.sleep(0.05)  # napping now: a call computes alone and says it wanted the thread
-    assert control[small_batch.AWAKE] == 0
-    np.testing.assert_array_equal(one_call(space, inputs, False)[0], expected)
-    assert control[small_batch.POSTED] == 0
-    for _ in range(5):  # a call held up past the thread's spinning finds it napping: it wants it again
-        while control[small_batch.AWAKE] == 0:  # it looks between naps of at most NAP_MOST_US
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
-        assert control[small_batch.WANTED] == 0
-        np.testing.assert_array_equal(one_call(space, inputs, False)[0], expected)
-        if control[small_batch.POSTED] == 1:
+    while True:  # each batch is posted (the thread is awake); it takes chunks when its nap ends in time
+        assert time.monotonic() < deadline, "a napping thread took no chunk of a batch posted meanwhile"
+        for a, b in zip(one_call(space, inputs, True), expected, strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert control[small_batch.AWAKE] == 1 and control[small_batch.WANTED] == 0
+        if control[small_batch.FINISHED] > 0:
             break
-    assert control[small_batch.POSTED] == 1 == control[small_batch.TAKEN]
     thread.join(60)
-    assert not thread.is_alive()
+    assert not thread.is_alive() and control[small_batch.AWAKE] == 0
 
 
 def test_read_only_inputs_reuse_the_compiled_one_call_kernels() -> None:
