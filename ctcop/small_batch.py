@@ -184,12 +184,14 @@ def _claims(number: int, front: int, back: int) -> int:
 @compiled
 def _claim(control: np.ndarray, number: int) -> int:
     """The second thread's next chunk of batch ``number``, claimed from the front once its caller
-    has copied it (AVAILABLE); -1 when none is left or the batch is no longer posted."""
+    has copied it (AVAILABLE); -1 when none is left, the batch is no longer posted, or the next
+    chunk is not copied within SPINS rounds (its caller then computes it: a caller that failed
+    mid-batch never copies it)."""
     rounds = 0
     while True:
         word: int = atomics.load(control, CLAIMS)
         front, back = (word >> END_BITS) & MOST_CHUNKS, word & MOST_CHUNKS
-        if word != _claims(number, front, back) or front >= back:
+        if word != _claims(number, front, back) or front >= back or rounds >= SPINS:
             return -1
         if front >= atomics.load(control, AVAILABLE):
             _spin(rounds)

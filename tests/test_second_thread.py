@@ -163,6 +163,24 @@ def test_a_batch_the_thread_cannot_compute_is_marked_failed_and_it_serves_on() -
     thread.join(60)
 
 
+def test_a_chunk_its_caller_never_copies_does_not_hold_the_thread() -> None:
+    """A batch posted with two chunks, none copied, and the arena left in use (as a caller that
+    failed mid-batch leaves them): the thread stops waiting for the copy, claims nothing, and ends
+    its wait as usual."""
+    space = arena()
+    control = small_batch.control_block(space)
+    thread = serving(space)  # spins about 0.4 s with nothing posted, then returns
+    control[small_batch.SAMPLES], control[small_batch.FRAMES], control[small_batch.CLASSES] = 2, 4, 4
+    control[small_batch.WIDTH], control[small_batch.CHUNK], control[small_batch.DOUBLE] = 1, 1, 0
+    number = control[small_batch.POSTED] + 1
+    unclaimed = (number << 2 * small_batch.END_BITS) | 2  # chunks [0, 2) unclaimed
+    control[small_batch.CLAIMS], control[small_batch.AVAILABLE], control[small_batch.FINISHED] = unclaimed, 0, 0
+    control[small_batch.IN_USE], control[small_batch.POSTED] = 1, number
+    thread.join(60)
+    assert not thread.is_alive(), "the thread still waits for a chunk its caller never copies"
+    assert control[small_batch.CLAIMS] == unclaimed and control[small_batch.FINISHED] == 0
+
+
 def test_calls_from_many_threads_share_the_second_thread_and_agree() -> None:
     recursion.set_num_threads(2)
     inputs = [batch(seed, samples=64) for seed in range(4)]
