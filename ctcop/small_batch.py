@@ -306,9 +306,9 @@ def _split(
 ) -> int:
     """Every sample of a scanned batch into ``outputs`` (log-likelihoods, losses, gradient, as
     :func:`_compute` writes them), shared in chunks with the second thread through the boxes in
-    ``arena`` when the thread is AWAKE (spinning or napping) and free and the batch's work reaches SPLIT_WORK (an empty
-    arena: no second thread); without the thread, only a batch whose work is below
-    ``alone_limit``. Returns COMPUTED, WAKE, or NOT_HERE (then WANTED is set when the thread
+    ``arena`` when the thread is AWAKE (spinning or napping) and free and the batch's work
+    reaches SPLIT_WORK (an empty arena: no second thread); without the thread, only a batch whose
+    work is below ``alone_limit``. Returns COMPUTED, WAKE, or NOT_HERE (then WANTED is set when the thread
     could have taken part of it)."""
     loglik, out, grad = outputs
     control = _control_block(arena)
@@ -347,10 +347,11 @@ def _split(
             last = min(samples, back * size)
             _compute(logits, lengths, targets, target_lengths, settings, (back - 1) * size, last, loglik, out, grad)
     _wait_finished(control, taken)
+    theirs = min(samples, taken * size)  # the samples of the thread's chunks
     if atomics.load(control, FAILED) == number:
-        _compute(logits, lengths, targets, target_lengths, settings, 0, min(samples, taken * size), loglik, out, grad)
+        _compute(logits, lengths, targets, target_lengths, settings, 0, theirs, loglik, out, grad)
     else:
-        _copy_out(control, min(samples, taken * size), boxes, outputs)
+        _copy_out(control, theirs, boxes, outputs)
     atomics.store(control, IN_USE, 0)
     return COMPUTED
 
