@@ -306,10 +306,9 @@ def _split(
 ) -> int:
     """Every sample of a scanned batch into ``outputs`` (log-likelihoods, losses, gradient, as
     :func:`_compute` writes them), shared in chunks with the second thread through the boxes in
-    ``arena`` when the thread is AWAKE (spinning or napping) and free and the batch's work
-    reaches SPLIT_WORK (an empty arena: no second thread); without the thread, only a batch whose
-    work is below ``alone_limit``. Returns COMPUTED, WAKE, or NOT_HERE (then WANTED is set when the thread
-    could have taken part of it)."""
+    ``arena`` when the thread is AWAKE and free and the batch's work reaches SPLIT_WORK (an empty
+    arena: no second thread); without the thread, only a batch whose work is below
+    ``alone_limit``. Returns COMPUTED, WAKE, or NOT_HERE (WANTED set where the thread could help)."""
     loglik, out, grad = outputs
     control = _control_block(arena)
     frames, samples, classes = logits.shape
