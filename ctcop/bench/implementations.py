@@ -18,7 +18,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..frameworks import missing
-from .ctcop_calls import ctcop_forward, ctcop_grad, exp_floor, onnxruntime, openvino_ir, openvino_onnx
+from .ctcop_calls import (
+    ctcop_forward,
+    ctcop_grad,
+    exp_floor,
+    onnxruntime,
+    onnxruntime_parts,
+    openvino_ir,
+    openvino_onnx,
+)
 from .framework_calls import openvino_native, optax, tensorflow, torch_backward, torch_forward, warpctc
 from .prepared import Prepare
 
@@ -53,6 +61,13 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         ),
         Implementation(
             "onnxruntime", "ort", "ctcop's ONNX export in onnxruntime (float32)", ("onnxruntime",), onnxruntime(True)
+        ),
+        Implementation(
+            "onnxruntime-parts",
+            "ort-p",
+            "the same, the batch split over the threads (ctcop.onnx.BatchParallelSession)",
+            ("onnxruntime",),
+            onnxruntime_parts,
         ),
         Implementation(
             "onnxruntime-no-arena",

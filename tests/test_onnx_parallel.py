@@ -1,0 +1,123 @@
+"""The op alone in onnxruntime with its batch split over threads: the same losses as one run and
+as the reference, the split decided from the work, and what it refuses. No timings: those are in
+``ctcop bench`` (column ort-p)."""
+
+import threading
+
+import numpy as np
+import onnxruntime
+import pytest
+from models import onnx_acoustic_model
+
+import ctcop
+from ctcop.onnx import BatchParallelSession, attach_onnx, onnx_model, session_options
+
+MODEL = onnx_model(dtype="float32", mask_dtype="int32", labels_dtype="int64")
+
+
+def _batch(frames: int, batch: int, classes: int, longest: int, seed: int) -> tuple[np.ndarray, ...]:
+    """Logits, mask and labels with lengths that vary per sample, a sample whose mask has a gap
+    and one with a label out of range (both NaN by the spec's rules)."""
+    rng = np.random.default_rng(seed)
+    logits = (rng.normal(size=(frames, batch, classes)) * 3.0).astype(np.float32)
+    lengths = rng.integers(frames // 2, frames + 1, size=batch)
+    mask = (np.arange(frames)[:, None] < lengths[None, :]).astype(np.int32)
+    labels = np.full((batch, frames), -1, np.int64)
+    for n in range(batch):
+        size = int(rng.integers(0, longest + 1))
+        labels[n, :size] = rng.integers(0, classes - 1, size=size)
+    labels[0, :longest] = rng.integers(0, classes - 1, size=longest)
+    mask[3, 1] = 0
+    labels[2, 0] = classes - 1
+    return logits, mask, labels
+
+
+def _whole(inputs: tuple[np.ndarray, ...]) -> np.ndarray:
+    session = onnxruntime.InferenceSession(
+        MODEL.SerializeToString(), session_options(1), providers=["CPUExecutionProvider"]
+    )
+    return np.asarray(session.run(None, dict(zip(("inputs", "sequence_mask", "labels"), inputs, strict=True)))[0])
+
+
+@pytest.mark.parametrize(("frames", "batch", "threads", "parts"), [(80, 48, 2, 2), (100, 64, 3, 3), (100, 64, 8, 3)])
+def test_a_split_batch_gives_one_runs_losses(frames: int, batch: int, threads: int, parts: int) -> None:
+    inputs = _batch(frames, batch, 28, 20, seed=frames + batch)
+    with BatchParallelSession(MODEL, threads) as session:
+        # N * T * (2L + 3 + C) over PART_WORK, at most one part per thread.
+        assert session.parts(*inputs) == parts
+        got = session.run(*inputs)
+    whole = _whole(inputs)
+    # Equal up to the rounding onnxruntime takes from where a value lies (equal bits here).
+    np.testing.assert_allclose(got, whole, rtol=1e-6, atol=0)
+    expected = ctcop.ctc_loss_or_nan(*inputs)
+    assert np.isnan(got[1]) and np.isnan(got[2]) and np.isnan(expected[[1, 2]]).all()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_small_wide_or_disagreeing_batches_run_as_one_call() -> None:
+    with BatchParallelSession(MODEL, 2) as session:
+        # Too little work: 8 * 80 * 71 units, under two parts' worth.
+        small = _batch(80, 8, 28, 20, seed=1)
+        assert session.parts(*small) == 1
+        # The logits outweigh the states (C = 200 > 4 * (2 * 2 + 3)): reading them is bound by memory.
+        wide = _batch(80, 64, 200, 2, seed=2)
+        assert session.parts(*wide) == 1
+        np.testing.assert_allclose(session.run(*wide), ctcop.ctc_loss_or_nan(*wide), rtol=1e-5, atol=1e-6)
+        # The inputs disagree on N: the model's own rule decides, so the batch is not split.
+        logits, mask, labels = _batch(80, 48, 28, 20, seed=3)
+        assert session.parts(logits, mask, labels) == 2
+        disagreeing = (logits, mask[:, :47], labels)
+        assert session.parts(*disagreeing) == 1
+        np.testing.assert_array_equal(session.run(*disagreeing), _whole(disagreeing))
+
+
+def test_two_callers_at_once_each_get_their_losses() -> None:
+    batches = [_batch(80, 48, 28, 20, seed=seed) for seed in (4, 5)]
+    results: dict[int, np.ndarray] = {}
+    with BatchParallelSession(MODEL, 2) as session:
+
+        def call(index: int) -> None:
+            for _ in range(3):
+                results[index] = session.run(*batches[index])
+
+        callers = [threading.Thread(target=call, args=(index,)) for index in (0, 1)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+        session.close()
+        again = session.run(*batches[0])  # a closed session makes its parts' sessions again
+    for index, inputs in enumerate(batches):
+        np.testing.assert_allclose(results[index], _whole(inputs), rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(again, results[0])
+
+
+def test_inputs_of_another_type_or_rank_are_refused() -> None:
+    logits, mask, labels = _batch(10, 4, 5, 3, seed=6)
+    session = BatchParallelSession(MODEL.SerializeToString(), 2)
+    cases = [
+        ((logits.astype(np.float64), mask, labels), "inputs: must be a 3-D numpy array of float32"),
+        ((logits, mask.astype(np.float32), labels), "sequence_mask: must be a 2-D numpy array of int32"),
+        ((logits, mask, labels[0]), "labels: must be a 2-D numpy array of int64"),
+        ((logits.tolist(), mask, labels), "inputs: must be a 3-D numpy array of float32"),
+    ]
+    for arrays, message in cases:
+        with pytest.raises(ctcop.InvalidInputError) as error:
+            session.run(*arrays)
+        assert str(error.value) == message
+
+
+def test_a_model_that_is_not_the_op_alone_is_refused() -> None:
+    attached = attach_onnx(onnx_acoustic_model(), "logits")
+    for model, rule in [
+        (attached, "must be the op alone with inputs inputs, sequence_mask, labels and one output"),
+        (b"not a model", "is not an ONNX model (DecodeError)"),
+        ("model.onnx", "must be an onnx.ModelProto or its bytes, not str"),
+    ]:
+        with pytest.raises(ctcop.InvalidInputError) as error:
+            BatchParallelSession(model, 2)
+        assert (error.value.name, error.value.rule) == ("model", rule)
+    for threads in (-1, True, 1.5):
+        with pytest.raises(ctcop.InvalidInputError) as error:
+            BatchParallelSession(MODEL, threads)  # type: ignore[arg-type]
+        assert error.value.name == "threads"
