@@ -3,14 +3,17 @@ as the reference, the split decided from the work, and what it refuses. No timin
 ``ctcop bench`` (column ort-p)."""
 
 import threading
+import time
+from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime
 import pytest
 from models import onnx_acoustic_model
 
 import ctcop
-from ctcop.onnx import BatchParallelSession, attach_onnx, onnx_model, session_options
+from ctcop.onnx import BatchParallelSession, attach_onnx, inlined, onnx_model, session_options
 
 MODEL = onnx_model(dtype="float32", mask_dtype="int32", labels_dtype="int64")
 
@@ -32,9 +35,9 @@ def _batch(frames: int, batch: int, classes: int, longest: int, seed: int) -> tu
     return logits, mask, labels
 
 
-def _whole(inputs: tuple[np.ndarray, ...]) -> np.ndarray:
+def _whole(inputs: tuple[np.ndarray, ...], model: Any = MODEL) -> np.ndarray:
     session = onnxruntime.InferenceSession(
-        MODEL.SerializeToString(), session_options(1), providers=["CPUExecutionProvider"]
+        model.SerializeToString(), session_options(1), providers=["CPUExecutionProvider"]
     )
     return np.asarray(session.run(None, dict(zip(("inputs", "sequence_mask", "labels"), inputs, strict=True)))[0])
 
@@ -69,6 +72,18 @@ def test_small_wide_or_disagreeing_batches_run_as_one_call() -> None:
         disagreeing = (logits, mask[:, :47], labels)
         assert session.parts(*disagreeing) == 1
         np.testing.assert_array_equal(session.run(*disagreeing), _whole(disagreeing))
+
+
+def test_a_model_of_fixed_n_runs_as_one_call_and_refuses_another_n() -> None:
+    model = onnx_model(dtype="float32", dims=("T", 48, 28))
+    inputs = _batch(80, 48, 28, 20, seed=8)
+    with BatchParallelSession(model, 2) as session:
+        assert session.parts(*inputs) == 1
+        np.testing.assert_array_equal(session.run(*inputs), _whole(inputs, model))
+        logits, mask, labels = _batch(80, 64, 28, 20, seed=9)
+        with pytest.raises(ctcop.InvalidInputError) as error:
+            session.run(logits, mask, labels)
+        assert str(error.value) == "inputs: has 64 along axis 1; the model fixes it at 48"
 
 
 def test_two_callers_at_once_each_get_their_losses() -> None:
@@ -108,16 +123,78 @@ def test_inputs_of_another_type_or_rank_are_refused() -> None:
 
 
 def test_a_model_that_is_not_the_op_alone_is_refused() -> None:
-    attached = attach_onnx(onnx_acoustic_model(), "logits")
+    # The loss scaled by the batch's mean: right names, but a sample's output depends on the others.
+    scaled = onnx_model(dtype="float32")
+    scaled.graph.node[0].output[0] = "unscaled"
+    scaled.graph.node.extend(
+        [
+            onnx.helper.make_node("ReduceMean", ["unscaled"], ["mean"], keepdims=1),
+            onnx.helper.make_node("Div", ["unscaled", "mean"], ["loss"]),
+        ]
+    )
+    not_alone = (
+        "must be the op alone as ctcop.onnx.onnx_model writes it: one ai.ctcop.CTCLoss node with its function "
+        "(not inlined), inputs inputs, sequence_mask, labels, output loss [N]"
+    )
     for model, rule in [
-        (attached, "must be the op alone with inputs inputs, sequence_mask, labels and one output"),
+        (attach_onnx(onnx_acoustic_model(), "logits"), not_alone),
+        (scaled, not_alone),
+        (inlined(onnx_model(dtype="float32")), not_alone),
         (b"not a model", "is not an ONNX model (DecodeError)"),
         ("model.onnx", "must be an onnx.ModelProto or its bytes, not str"),
     ]:
         with pytest.raises(ctcop.InvalidInputError) as error:
             BatchParallelSession(model, 2)
         assert (error.value.name, error.value.rule) == ("model", rule)
-    for threads in (-1, True, 1.5):
+    for threads in (-1, True, 1.5, 2**31):
         with pytest.raises(ctcop.InvalidInputError) as error:
             BatchParallelSession(MODEL, threads)  # type: ignore[arg-type]
-        assert error.value.name == "threads"
+        assert (error.value.name, error.value.rule) == (
+            "threads",
+            f"must be a whole number in [0, 1024], not {threads!r}",
+        )
+    assert BatchParallelSession(MODEL, np.int64(2)).parts(*_batch(80, 48, 28, 20, seed=10)) == 2  # type: ignore[arg-type]
+
+
+class _Failing:
+    def run(self, *_: object) -> None:
+        raise RuntimeError("part 0 failed")
+
+
+class _Whole:
+    def run(self, *_: object) -> list[np.ndarray]:
+        return [np.zeros(24, np.float32)]
+
+
+class _Recording:
+    """A part's session that records when its run ended, or reports ``error`` instead of running."""
+
+    def __init__(self, session: Any, error: str = "") -> None:
+        self.session, self.error, self.ended = session, error, []
+
+    def run_async(self, names: Any, feed: Any, callback: Any, data: Any) -> None:
+        def done(outputs: Any, data: Any, error: str) -> None:
+            self.ended.append(time.perf_counter())
+            callback(outputs, data, error)
+
+        if self.error:
+            done([], data, self.error)
+        else:
+            self.session.run_async(names, feed, done, data)
+
+
+def test_run_returns_only_once_every_part_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    inputs = _batch(80, 48, 28, 20, seed=11)
+    with BatchParallelSession(MODEL, 2) as session:
+        second = _Recording(session._sessions(2)[1])
+        # Part 0 fails at once while part 1 runs: run raises only after part 1 has ended.
+        monkeypatch.setattr(session, "_sessions", lambda count: [_Failing(), second])
+        with pytest.raises(RuntimeError, match="part 0 failed"):
+            session.run(*inputs)
+        returned = time.perf_counter()
+        assert len(second.ended) == 1 and second.ended[0] <= returned
+        # A part that onnxruntime fails on: its error, not a result.
+        failing = _Recording(None, "no memory")
+        monkeypatch.setattr(session, "_sessions", lambda count: [_Whole(), failing])
+        with pytest.raises(RuntimeError, match="onnxruntime failed on a part of the batch: no memory"):
+            session.run(*inputs)

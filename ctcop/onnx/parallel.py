@@ -6,28 +6,32 @@ independent nodes at once) and splits an elementwise operator over its intra-op 
 about 64k values, so the recursion of :mod:`.function`, 2 + S rows by 2N lanes a step, runs on one
 thread whatever ``intra_op_num_threads`` says. Its samples are independent, which is where the
 other threads can work: :class:`BatchParallelSession` runs a batch as parts of consecutive samples,
-one single-threaded session a part, at once. A sample's loss is the one onnxruntime gives it in its
+one session a part, at once. A sample's loss is the one onnxruntime gives it in its
 part's batch: equal to the whole batch's up to the rounding that onnxruntime's float32 ``Log`` and
 ``ReduceSum`` take from where an element lies in memory (docs/onnx-function.md).
 """
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from ..errors import InvalidInputError
 from ..schema import form
+from . import function
 from .session import session_options
 
 # A batch is split where its work, N * T * (2L + 3 + C) (the states the recursion steps through
 # and the logits it reads), gives every part at least PART_WORK. Measured on 2 cores, T = 150: at
-# L = 40, C = 28 two parts took 0.85x one run's time at N = 16 (2.6e5 units) and 1.1-1.8x at N = 8;
+# L = 40, C = 28 two parts took 0.85x one run's time at N = 16 (2.7e5 units) and 1.1-1.8x at N = 8;
 # at L = 5, C = 28, N = 64 (3.9e5 units) 0.7-0.8x.
 PART_WORK = 125_000
 # Nor is a batch split where the logits outweigh the states by more than this: reading them is bound
@@ -35,20 +39,35 @@ PART_WORK = 125_000
 # L = 20, C = 100 and L = 40, C = 200: 0.8x and 0.65x).
 READ_RATIO = 4
 
-_NUMPY_TYPES = {
-    "tensor(float)": np.float32,
-    "tensor(double)": np.float64,
-    "tensor(float16)": np.float16,
-    "tensor(int32)": np.int32,
-    "tensor(int64)": np.int64,
-    "tensor(bool)": np.bool_,
-    "tensor(uint8)": np.uint8,
-    "tensor(int8)": np.int8,
-}
+# The most threads a session takes: more than this asks onnxruntime for pools it cannot make.
+MOST_THREADS = 1024
 
 
-def _model_bytes(model: onnx.ModelProto | bytes) -> bytes:
-    """The serialized ``model``, refused unless it is the op alone in the time-major form."""
+@dataclass(frozen=True)
+class _Port:
+    """A graph input as the model declares it: its numpy element type (None where numpy has none)
+    and its dims (an int where fixed)."""
+
+    name: str
+    dtype: np.dtype[Any] | None
+    dims: tuple[int | None, ...]
+
+
+def _port(value: onnx.ValueInfoProto) -> _Port:
+    tensor = value.type.tensor_type
+    try:
+        dtype: np.dtype[Any] | None = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+    except (KeyError, TypeError, ValueError):
+        dtype = None
+    dims = tuple(dim.dim_value if dim.HasField("dim_value") else None for dim in tensor.shape.dim)
+    return _Port(value.name, dtype, dims)
+
+
+def _op_alone(model: onnx.ModelProto | bytes) -> onnx.ModelProto:
+    """``model`` (or the model of these bytes), refused unless it is the op alone as
+    :func:`ctcop.onnx.onnx_model` writes it: one ``ai.ctcop.CTCLoss`` node over the time-major
+    inputs, its function carried, its output of rank 1 (a sample's loss depends on that sample's
+    inputs only, spec 3, which is what lets a batch be split)."""
     proto = model if isinstance(model, onnx.ModelProto) else None
     if proto is None:
         if not isinstance(model, bytes):
@@ -57,13 +76,36 @@ def _model_bytes(model: onnx.ModelProto | bytes) -> bytes:
             proto = onnx.load_from_string(model)
         except Exception as error:  # protobuf's DecodeError and others: the bytes are not a model
             raise InvalidInputError("model", f"is not an ONNX model ({type(error).__name__})") from None
-    spec = form("time_major")
-    names = tuple(value.name for value in proto.graph.input)
-    if names != spec.input_names or len(proto.graph.output) != 1:
+    spec, graph = form("time_major"), proto.graph
+    nodes = [(node.domain, node.op_type, tuple(node.input), tuple(node.output)) for node in graph.node]
+    outputs = [(value.name, len(value.type.tensor_type.shape.dim)) for value in graph.output]
+    carried = any((f.domain, f.name) == (function.DOMAIN, function.OP_TYPE) for f in proto.functions)
+    if (
+        not carried
+        or nodes != [(function.DOMAIN, function.OP_TYPE, spec.input_names, (spec.output_name,))]
+        or tuple(value.name for value in graph.input) != spec.input_names
+        or outputs != [(spec.output_name, 1)]
+    ):
         raise InvalidInputError(
-            "model", f"must be the op alone with inputs {', '.join(spec.input_names)} and one output"
+            "model",
+            f"must be the op alone as ctcop.onnx.onnx_model writes it: one {function.DOMAIN}.{function.OP_TYPE} node "
+            f"with its function (not inlined), inputs {', '.join(spec.input_names)}, output {spec.output_name} [N]",
         )
-    return model if isinstance(model, bytes) else proto.SerializeToString()
+    return proto
+
+
+def _thread_count(threads: Any) -> int:
+    """``threads`` as a count of threads (0: the CPUs this process may run on)."""
+    try:
+        count = operator.index(threads)
+    except TypeError:
+        count = -1
+    if isinstance(threads, bool) or not 0 <= count <= MOST_THREADS:
+        raise InvalidInputError("threads", f"must be a whole number in [0, {MOST_THREADS}], not {threads!r}")
+    if count:
+        return count
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return len(usable) if usable else os.cpu_count() or 1
 
 
 class BatchParallelSession:
@@ -72,28 +114,26 @@ class BatchParallelSession:
 
     Args:
         model: the model (time-major form: ``inputs`` [T, N, C], ``sequence_mask`` [T, N],
-            ``labels`` [N, T]; one output [N]), or its bytes.
-        threads: the most parts run at once (0: one per CPU).
+            ``labels`` [N, T]; output ``loss`` [N]; the function form, not inlined), or its bytes.
+        threads: the most parts run at once (0: one per CPU this process may run on).
         arena: onnxruntime's CPU memory arena (see :func:`.session_options`).
 
-    A batch too small to gain (see PART_WORK, READ_RATIO), or whose inputs disagree on N (the
-    model's batch-wide rule then decides), runs as one call of a session with ``threads``
-    intra-op threads.
+    A batch too small to gain (see PART_WORK, READ_RATIO), of a model whose N is fixed, or whose
+    inputs disagree on N (the model's batch-wide rule then decides), runs as one call of a session
+    with ``threads`` intra-op threads.
     """
 
     def __init__(self, model: onnx.ModelProto | bytes, threads: int = 0, *, arena: bool = True) -> None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
-            raise InvalidInputError("threads", f"must be a whole number >= 0, not {threads!r}")
         import onnxruntime
 
-        self._bytes = _model_bytes(model)
-        self._threads = threads or os.cpu_count() or 1
+        proto = _op_alone(model)
+        self._threads = _thread_count(threads)
+        self._bytes = model if isinstance(model, bytes) else proto.SerializeToString()
+        self._ports = [_port(value) for value in proto.graph.input]
         self._arena = arena
         self._whole = onnxruntime.InferenceSession(
             self._bytes, session_options(self._threads, arena=arena), providers=["CPUExecutionProvider"]
         )
-        declared = self._whole.get_inputs()
-        self._inputs = [(value.name, _NUMPY_TYPES.get(value.type), len(value.shape)) for value in declared]
         self._parts: list[Any] = []
         self._lock = threading.Lock()
 
@@ -101,7 +141,8 @@ class BatchParallelSession:
         """How many parts :meth:`run` splits this batch into (1: one call, not split)."""
         self._check(inputs, sequence_mask, labels)
         frames, batch, classes = inputs.shape
-        if sequence_mask.shape[1] != batch or labels.shape[0] != batch or batch < 2:
+        fixed = self._ports[0].dims[1] is not None
+        if fixed or sequence_mask.shape[1] != batch or labels.shape[0] != batch or batch < 2:
             return 1
         longest = int(np.count_nonzero(labels != -1, axis=1).max()) if labels.size else 0
         states = 2 * longest + 3
@@ -111,8 +152,9 @@ class BatchParallelSession:
         return int(max(1, min(self._threads, batch, work // PART_WORK)))
 
     def run(self, inputs: np.ndarray, sequence_mask: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        """The model's output [N] for these inputs (numpy arrays of the model's ranks and element
-        types; :class:`~ctcop.InvalidInputError` otherwise)."""
+        """The model's output [N] for these inputs (numpy arrays of the model's element types,
+        ranks and fixed dims; :class:`~ctcop.InvalidInputError` otherwise). Returns once every
+        part has finished, also when one fails or the call is interrupted."""
         count = self.parts(inputs, sequence_mask, labels)
         if count == 1:
             return np.asarray(self._whole.run(None, self._feeds(inputs, sequence_mask, labels))[0])
@@ -123,8 +165,16 @@ class BatchParallelSession:
             for start, end in pairwise(edges)
         ]
         first, *others = self._sessions(count)
-        parts = [_Part(session, feed) for session, feed in zip(others, feeds[1:], strict=True)]
-        return np.concatenate([first.run(None, feeds[0])[0], *(part.result() for part in parts)])
+        started: list[_Part] = []
+        try:
+            for session, feed in zip(others, feeds[1:], strict=True):
+                started.append(_Part(session, feed))
+            outputs = [first.run(None, feeds[0])[0]]
+        finally:
+            # onnxruntime reads a part's arrays while it runs: none is left running past here.
+            for part in started:
+                part.wait()
+        return np.concatenate([*outputs, *(part.result() for part in started)])
 
     def close(self) -> None:
         """Releases the sessions of the parts and their threads (a later :meth:`run` makes them
@@ -139,13 +189,22 @@ class BatchParallelSession:
         self.close()
 
     def _check(self, *arrays: np.ndarray) -> None:
-        for array, (name, dtype, rank) in zip(arrays, self._inputs, strict=True):
-            if not isinstance(array, np.ndarray) or array.ndim != rank or (dtype is not None and array.dtype != dtype):
-                kind = np.dtype(dtype).name if dtype is not None else "the model's element type"
-                raise InvalidInputError(name, f"must be a {rank}-D numpy array of {kind}")
+        for array, port in zip(arrays, self._ports, strict=True):
+            kind = port.dtype.name if port.dtype is not None else "the model's element type"
+            if (
+                not isinstance(array, np.ndarray)
+                or array.ndim != len(port.dims)
+                or array.dtype != (port.dtype or array.dtype)
+            ):
+                raise InvalidInputError(port.name, f"must be a {len(port.dims)}-D numpy array of {kind}")
+            for axis, (size, declared) in enumerate(zip(array.shape, port.dims, strict=True)):
+                if declared is not None and size != declared:
+                    raise InvalidInputError(
+                        port.name, f"has {size} along axis {axis}; the model fixes it at {declared}"
+                    )
 
     def _feeds(self, *arrays: np.ndarray) -> dict[str, np.ndarray]:
-        return {name: array for (name, _, _), array in zip(self._inputs, arrays, strict=True)}
+        return {port.name: array for port, array in zip(self._ports, arrays, strict=True)}
 
     def _sessions(self, count: int) -> list[Any]:
         """The sessions of ``count`` parts: the first single-threaded, for the calling thread; the
@@ -163,9 +222,10 @@ class BatchParallelSession:
 
 
 class _Part:
-    """One part of a batch run on its session's pool thread."""
+    """One part of a batch run on its session's pool thread; it holds its arrays until it ends."""
 
     def __init__(self, session: Any, feed: dict[str, np.ndarray]) -> None:
+        self._feed = feed
         self._done = threading.Event()
         self._output: np.ndarray | None = None
         self._error = ""
@@ -175,8 +235,19 @@ class _Part:
         self._output, self._error = (outputs[0] if outputs else None), error
         self._done.set()
 
+    def wait(self) -> None:
+        """Until the part has ended; an interruption (KeyboardInterrupt) is raised after that."""
+        interrupted: BaseException | None = None
+        while not self._done.is_set():
+            try:
+                self._done.wait()
+            except BaseException as error:  # the wait again, then the interruption
+                interrupted = error
+        if interrupted is not None:
+            raise interrupted
+
     def result(self) -> np.ndarray:
-        self._done.wait()
+        self.wait()
         if self._output is None:
             raise RuntimeError(f"onnxruntime failed on a part of the batch: {self._error}")
         return self._output
