@@ -13,7 +13,7 @@ import pytest
 from models import onnx_acoustic_model
 
 import ctcop
-from ctcop.onnx import BatchParallelSession, attach_onnx, inlined, onnx_model, session_options
+from ctcop.onnx import BatchParallelSession, attach_onnx, function, inlined, onnx_model, parallel, session_options
 
 MODEL = onnx_model(dtype="float32", mask_dtype="int32", labels_dtype="int64")
 
@@ -84,6 +84,12 @@ def test_a_model_of_fixed_n_runs_as_one_call_and_refuses_another_n() -> None:
         with pytest.raises(ctcop.InvalidInputError) as error:
             session.run(logits, mask, labels)
         assert str(error.value) == "inputs: has 64 along axis 1; the model fixes it at 48"
+    # N fixed on the labels alone (a hand-edited model): not split either.
+    labels_fixed = onnx_model(dtype="float32")
+    labels_fixed.graph.input[2].type.tensor_type.shape.dim[0].dim_value = 48
+    with BatchParallelSession(labels_fixed, 2) as session:
+        assert session.parts(*inputs) == 1
+        np.testing.assert_array_equal(session.run(*inputs), _whole(inputs, labels_fixed))
 
 
 def test_two_callers_at_once_each_get_their_losses() -> None:
@@ -133,13 +139,21 @@ def test_a_model_that_is_not_the_op_alone_is_refused() -> None:
         ]
     )
     not_alone = (
-        "must be the op alone as ctcop.onnx.onnx_model writes it: one ai.ctcop.CTCLoss node with its function "
-        "(not inlined), inputs inputs, sequence_mask, labels, output loss [N]"
+        "must be the op alone as ctcop.onnx.onnx_model writes it: one ai.ctcop.CTCLoss node with this ctcop's "
+        "function (not inlined), inputs inputs, sequence_mask, labels, output loss [N]"
     )
+    # Another body under the function's name (here the one written for opset 19), and an attribute
+    # the op does not have.
+    other_body = onnx_model(dtype="float32")
+    other_body.functions[0].CopyFrom(function.ctc_loss_function(19, "float32"))
+    unknown_attribute = onnx_model(dtype="float32")
+    unknown_attribute.graph.node[0].attribute.append(onnx.helper.make_attribute("blank", 0))
     for model, rule in [
         (attach_onnx(onnx_acoustic_model(), "logits"), not_alone),
         (scaled, not_alone),
         (inlined(onnx_model(dtype="float32")), not_alone),
+        (other_body, not_alone),
+        (unknown_attribute, not_alone),
         (b"not a model", "is not an ONNX model (DecodeError)"),
         ("model.onnx", "must be an onnx.ModelProto or its bytes, not str"),
     ]:
@@ -198,3 +212,52 @@ def test_run_returns_only_once_every_part_has_ended(monkeypatch: pytest.MonkeyPa
         monkeypatch.setattr(session, "_sessions", lambda count: [_Whole(), failing])
         with pytest.raises(RuntimeError, match="onnxruntime failed on a part of the batch: no memory"):
             session.run(*inputs)
+
+
+class _InterruptedOnce(threading.Event):
+    """An event whose first wait is interrupted (a KeyboardInterrupt, as Ctrl-C raises it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupted = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        return super().wait(timeout)
+
+
+class _Later:
+    """A part's session whose run ends ``delay`` seconds after it starts, recording when."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay, self.ended = delay, []
+
+    def run_async(self, names: Any, feed: Any, callback: Any, data: Any) -> None:
+        def finish() -> None:
+            time.sleep(self.delay)
+            self.ended.append(time.perf_counter())
+            callback([np.zeros(len(feed["labels"]), np.float32)], data, "")
+
+        threading.Thread(target=finish).start()
+
+
+def test_an_interrupted_run_raises_once_every_part_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    inputs = _batch(100, 64, 28, 20, seed=12)
+    with BatchParallelSession(MODEL, 3) as session:
+        assert session.parts(*inputs) == 3
+        later = [_Later(0.05), _Later(0.15)]
+        monkeypatch.setattr(session, "_sessions", lambda count: [_Whole(), *later])
+        start = parallel._Part.__init__
+
+        def interrupted_part(part: Any, session: Any, feed: Any) -> None:
+            start(part, session, feed)
+            part._done = _InterruptedOnce()  # set by the part's end, after this
+
+        monkeypatch.setattr(parallel._Part, "__init__", interrupted_part)
+        with pytest.raises(KeyboardInterrupt):
+            session.run(*inputs)
+        returned = time.perf_counter()
+    assert [len(part.ended) for part in later] == [1, 1]
+    assert all(part.ended[0] <= returned for part in later)

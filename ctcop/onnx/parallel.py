@@ -79,19 +79,33 @@ def _op_alone(model: onnx.ModelProto | bytes) -> onnx.ModelProto:
     spec, graph = form("time_major"), proto.graph
     nodes = [(node.domain, node.op_type, tuple(node.input), tuple(node.output)) for node in graph.node]
     outputs = [(value.name, len(value.type.tensor_type.shape.dim)) for value in graph.output]
-    carried = any((f.domain, f.name) == (function.DOMAIN, function.OP_TYPE) for f in proto.functions)
+    attributes = {attribute.name for node in graph.node for attribute in node.attribute}
     if (
-        not carried
-        or nodes != [(function.DOMAIN, function.OP_TYPE, spec.input_names, (spec.output_name,))]
+        nodes != [(function.DOMAIN, function.OP_TYPE, spec.input_names, (spec.output_name,))]
+        or not attributes <= set(spec.attributes)
         or tuple(value.name for value in graph.input) != spec.input_names
         or outputs != [(spec.output_name, 1)]
+        or not _carries_own_function(proto)
     ):
         raise InvalidInputError(
             "model",
             f"must be the op alone as ctcop.onnx.onnx_model writes it: one {function.DOMAIN}.{function.OP_TYPE} node "
-            f"with its function (not inlined), inputs {', '.join(spec.input_names)}, output {spec.output_name} [N]",
+            f"with this ctcop's function (not inlined), inputs {', '.join(spec.input_names)}, "
+            f"output {spec.output_name} [N]",
         )
     return proto
+
+
+def _carries_own_function(proto: onnx.ModelProto) -> bool:
+    """Whether ``proto`` carries the ``ai.ctcop.CTCLoss`` function this ctcop writes for its opset
+    and logits' type (an edited body could make a sample's loss depend on the others)."""
+    opset = next((op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")), 0)
+    if not function.MIN_OPSET <= opset <= onnx.defs.onnx_opset_version() or not proto.graph.input:
+        return False
+    double = proto.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
+    own = function.ctc_loss_function(opset, "float64" if double else "float32").SerializeToString()
+    carried = [f for f in proto.functions if (f.domain, f.name) == (function.DOMAIN, function.OP_TYPE)]
+    return len(carried) == 1 and carried[0].SerializeToString() == own
 
 
 def _thread_count(threads: Any) -> int:
@@ -141,7 +155,7 @@ class BatchParallelSession:
         """How many parts :meth:`run` splits this batch into (1: one call, not split)."""
         self._check(inputs, sequence_mask, labels)
         frames, batch, classes = inputs.shape
-        fixed = self._ports[0].dims[1] is not None
+        fixed = any(port.dims[axis] is not None for port, axis in zip(self._ports, (1, 1, 0), strict=True))
         if fixed or sequence_mask.shape[1] != batch or labels.shape[0] != batch or batch < 2:
             return 1
         longest = int(np.count_nonzero(labels != -1, axis=1).max()) if labels.size else 0
@@ -171,9 +185,11 @@ class BatchParallelSession:
                 started.append(_Part(session, feed))
             outputs = [first.run(None, feeds[0])[0]]
         finally:
-            # onnxruntime reads a part's arrays while it runs: none is left running past here.
-            for part in started:
-                part.wait()
+            # onnxruntime reads a part's arrays while it runs: none is left running past here,
+            # and an interruption is raised once every part has ended.
+            interruption = next((error for error in [part.ended() for part in started] if error is not None), None)
+            if interruption is not None:
+                raise interruption
         return np.concatenate([*outputs, *(part.result() for part in started)])
 
     def close(self) -> None:
@@ -235,19 +251,20 @@ class _Part:
         self._output, self._error = (outputs[0] if outputs else None), error
         self._done.set()
 
-    def wait(self) -> None:
-        """Until the part has ended; an interruption (KeyboardInterrupt) is raised after that."""
-        interrupted: BaseException | None = None
+    def ended(self) -> BaseException | None:
+        """Waits until the part has ended, through any interruption (KeyboardInterrupt), which it
+        returns for the caller to raise."""
+        interruption: BaseException | None = None
         while not self._done.is_set():
             try:
                 self._done.wait()
-            except BaseException as error:  # the wait again, then the interruption
-                interrupted = error
-        if interrupted is not None:
-            raise interrupted
+            except BaseException as error:  # waited for again, and handed back
+                interruption = interruption or error
+        return interruption
 
     def result(self) -> np.ndarray:
-        self.wait()
+        """The part's output, once ended (every part has when :meth:`run` reads it)."""
+        self._done.wait()
         if self._output is None:
             raise RuntimeError(f"onnxruntime failed on a part of the batch: {self._error}")
         return self._output
