@@ -207,11 +207,8 @@ class BatchParallelSession:
     def _check(self, *arrays: np.ndarray) -> None:
         for array, port in zip(arrays, self._ports, strict=True):
             kind = port.dtype.name if port.dtype is not None else "the model's element type"
-            if (
-                not isinstance(array, np.ndarray)
-                or array.ndim != len(port.dims)
-                or array.dtype != (port.dtype or array.dtype)
-            ):
+            typed = isinstance(array, np.ndarray) and (port.dtype is None or array.dtype == port.dtype)
+            if not typed or array.ndim != len(port.dims):
                 raise InvalidInputError(port.name, f"must be a {len(port.dims)}-D numpy array of {kind}")
             for axis, (size, declared) in enumerate(zip(array.shape, port.dims, strict=True)):
                 if declared is not None and size != declared:
