@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from . import canonical, kernels, lanes, second_thread, small_batch
 from .canonical import CanonicalBatch, TimeMajorInputs
+from .cpus import MAX_THREADS, usable_cpus
 from .errors import InvalidInputError
 from .rounding import round_once
 
@@ -59,9 +60,6 @@ PAIR_WORK = 1 << 17
 GRADIENT_WORK = 2
 # The environment variable that sets the thread count (read at the first call).
 THREADS_VARIABLE = "CTCOP_NUM_THREADS"
-# The largest thread count accepted: far above any CPU count the core can use, far below what
-# exhausts a process's threads.
-MAX_THREADS = 1024
 _UNLIMITED = int(np.iinfo(np.int64).max)  # a work limit that no batch reaches
 
 _pool_lock = threading.Lock()  # held only to read or replace the two values below, never while computing
@@ -87,10 +85,7 @@ def _default_threads() -> int:
             message = f"must be a positive integer, at most {MAX_THREADS}; got {text!r}"
             raise InvalidInputError(THREADS_VARIABLE, message)
         return int(text)
-    try:
-        return min(len(os.sched_getaffinity(0)), MAX_THREADS)
-    except AttributeError:  # not on Linux
-        return min(os.cpu_count() or 1, MAX_THREADS)
+    return min(usable_cpus(), MAX_THREADS)
 
 
 def set_num_threads(threads: int) -> None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..cpus import usable_cpus
 from ..errors import InvalidInputError
 from . import memory, results, shapes, threads
 from .implementations import IMPLEMENTATIONS, Implementation, default_names
@@ -71,7 +72,7 @@ def start(settings: Settings) -> Results:
     Sets every library's thread count that must be set before it starts."""
     threads.before_imports(settings.protocol.threads)
     missing = {name: why for name in settings.names if (why := IMPLEMENTATIONS[name].missing()) is not None}
-    return Results(settings, results.machine(threads.cores()), results.versions(), missing)
+    return Results(settings, results.machine(usable_cpus()), results.versions(), missing)
 
 
 def _measured(name: str, timed: Sequence[str]) -> bool:

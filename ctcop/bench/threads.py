@@ -30,14 +30,6 @@ def _core(name: str) -> Any:
     return found if callable(found) else None
 
 
-def cores() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def before_imports(threads: int) -> None:
     """Settings that must be in the environment before a library starts."""
     os.environ[ENV] = str(threads)

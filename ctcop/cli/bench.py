@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ..cpus import usable_cpus
 from ..errors import InvalidInputError
 from ..exit_codes import ExitCode
 from ..files import checked_output, write_atomically
@@ -90,7 +91,6 @@ def checked_settings(args: argparse.Namespace) -> Settings:
     from ..bench import plot
     from ..bench import run as bench_run
     from ..bench.results import Settings
-    from ..bench.threads import cores
     from ..bench.timing import Protocol
 
     for option, suffix in (("json", ""), ("plot", ".png")):
@@ -102,7 +102,7 @@ def checked_settings(args: argparse.Namespace) -> Settings:
         raise InvalidInputError("plot", plot.missing() or "")
     quick = bool(args.quick)
     protocol = Protocol(
-        threads=args.threads or cores(),
+        threads=args.threads or usable_cpus(),
         repeat=args.repeat or (3 if quick else 7),
         warmup=1 if args.warmup is None else args.warmup,
         min_time_s=args.min_time or (0.02 if quick else 0.1),

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..cpus import usable_cpus
 from ..errors import InvalidInputError
 from ..exit_codes import ExitCode
 from ..files import checked_input_file, checked_output, checked_output_folder, write_atomically
@@ -328,9 +329,7 @@ def run(args: argparse.Namespace) -> int:
     from ..conformance import junit, report, runner, suite
 
     plan = _plan(args, expected_failures)
-    settings = runner.Settings(
-        jobs=args.jobs or suite.default_jobs(), timeout_s=args.timeout or runner.DEFAULT_TIMEOUT_S
-    )
+    settings = runner.Settings(jobs=args.jobs or usable_cpus(), timeout_s=args.timeout or runner.DEFAULT_TIMEOUT_S)
     environment = suite.environment(plan, settings, args.expected_failures)
     runtimes = plan.runtimes()
     results: list[Result] = []

@@ -188,10 +188,3 @@ def write_corpus(cases: Sequence[Case], folder: str) -> int:
     with open(os.path.join(folder, corpus.INDEX), "w", encoding="utf-8") as file:
         file.write(corpus.dumps(index))
     return len(cases)
-
-
-def default_jobs() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1

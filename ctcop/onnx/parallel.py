@@ -14,7 +14,6 @@ part's batch: equal to the whole batch's up to the rounding that onnxruntime's f
 from __future__ import annotations
 
 import operator
-import os
 import threading
 from dataclasses import dataclass
 from itertools import pairwise
@@ -22,12 +21,13 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper
 
+from ..cpus import MAX_THREADS, usable_cpus
 from ..errors import InvalidInputError
 from ..schema import form
 from . import function
 from .session import session_options
+from .types import numpy_type
 
 # A batch is split where its work, N * T * (2L + 3 + C) (the states the recursion steps through
 # and the logits it reads), gives every part at least PART_WORK. Measured on 2 cores, T = 150: at
@@ -38,9 +38,6 @@ PART_WORK = 125_000
 # by memory, which the parts share (L = 20, C = 5000, N = 64: 1.2x one run's time with two parts;
 # L = 20, C = 100 and L = 40, C = 200: 0.8x and 0.65x).
 READ_RATIO = 4
-
-# The most threads a session takes: more than this asks onnxruntime for pools it cannot make.
-MOST_THREADS = 1024
 
 
 @dataclass(frozen=True)
@@ -55,12 +52,8 @@ class _Port:
 
 def _port(value: onnx.ValueInfoProto) -> _Port:
     tensor = value.type.tensor_type
-    try:
-        dtype: np.dtype[Any] | None = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
-    except (KeyError, TypeError, ValueError):
-        dtype = None
     dims = tuple(dim.dim_value if dim.HasField("dim_value") else None for dim in tensor.shape.dim)
-    return _Port(value.name, dtype, dims)
+    return _Port(value.name, numpy_type(tensor.elem_type), dims)
 
 
 def _op_alone(model: onnx.ModelProto | bytes) -> onnx.ModelProto:
@@ -114,12 +107,9 @@ def _thread_count(threads: Any) -> int:
         count = operator.index(threads)
     except TypeError:
         count = -1
-    if isinstance(threads, bool) or not 0 <= count <= MOST_THREADS:
-        raise InvalidInputError("threads", f"must be a whole number in [0, {MOST_THREADS}], not {threads!r}")
-    if count:
-        return count
-    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    return len(usable) if usable else os.cpu_count() or 1
+    if isinstance(threads, bool) or not 0 <= count <= MAX_THREADS:
+        raise InvalidInputError("threads", f"must be a whole number in [0, {MAX_THREADS}], not {threads!r}")
+    return count or usable_cpus()
 
 
 class BatchParallelSession:

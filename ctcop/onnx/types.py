@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from onnx import helper
 
@@ -12,9 +14,15 @@ def tensor_type(name: str) -> int:
     return code
 
 
+def numpy_type(code: int) -> np.dtype[Any] | None:
+    """The numpy element type of TensorProto code ``code``; None for undefined or unmapped codes."""
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(code))
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
 def type_name(code: int) -> str:
     """The element type name of TensorProto code ``code``; "?" for undefined or unmapped codes."""
-    try:
-        return str(helper.tensor_dtype_to_np_dtype(code).name)
-    except (KeyError, ValueError, TypeError):
-        return "?"
+    dtype = numpy_type(code)
+    return "?" if dtype is None else str(dtype.name)
