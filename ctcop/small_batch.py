@@ -27,7 +27,8 @@ element type), so neither the chunks nor who computes them changes a bit of any 
 The control block (int64): POSTED the number of the last batch posted; CLAIMS the claims on it in
 one word (the low 23 bits of its number, then the next chunk from the front and the end of the
 chunks not yet claimed from the back, 20 bits each: a claim swaps the whole word, so a claim on a
-batch that is no longer posted fails); AVAILABLE how many chunks are copied; FINISHED how many
+batch that is no longer posted fails, and one on a batch posted 2**23 batches later, whose word
+carries the same bits, is handed back to that batch's caller); AVAILABLE how many chunks are copied; FINISHED how many
 the thread has finished; FAILED the number of a batch of which the thread could not compute a
 chunk (its caller then computes the thread's chunks); AWAKE 1 while the thread looks for batches
 (spinning, or napping between looks: a batch posted while it naps is still shared, from the end
@@ -197,7 +198,27 @@ def _claim(control: np.ndarray, number: int) -> int:
             _spin(rounds)
             rounds += 1
         elif atomics.swap_if(control, CLAIMS, word, word + (1 << END_BITS)):
-            return front
+            return front if _claimed_own(control, number, front) else -1
+
+
+@compiled
+def _claimed_own(control: np.ndarray, number: int, front: int) -> bool:
+    """Whether the chunk ``front`` just claimed belongs to batch ``number``, the one whose
+    settings the thread read. CLAIMS holds only the low NUMBER_BITS of a batch's number, so a
+    thread held up between reading a batch and claiming from it while its callers posted
+    2**NUMBER_BITS more batches claims from a later batch. That batch stays posted until the
+    thread reports the chunk finished (its caller waits for it); the thread marks it FAILED, so
+    that its caller computes the chunk, and reports the chunk finished without writing it."""
+    low = (1 << NUMBER_BITS) - 1
+    posted: int = atomics.load(control, POSTED)
+    while posted & low != number & low:  # a batch's CLAIMS is stored just before its number
+        atomics.pause()
+        posted = atomics.load(control, POSTED)
+    if posted == number:
+        return True
+    atomics.store(control, FAILED, posted)
+    atomics.store(control, FINISHED, front + 1)  # after FAILED
+    return False
 
 
 @compiled

@@ -5,6 +5,7 @@ compute are computed by their caller."""
 import threading
 import time
 
+import numba
 import numpy as np
 import pytest
 from test_core_hostile import concurrent_disagreements
@@ -237,3 +238,31 @@ def test_read_only_inputs_reuse_the_compiled_one_call_kernels() -> None:
     for got, want in zip(ctcop.ctc_loss_grad(logits, mask, labels), expected[1], strict=True):
         np.testing.assert_array_equal(got, want)
     assert len(small_batch.losses.signatures) + len(small_batch.losses_and_grad.signatures) == compiled
+
+
+@numba.njit
+def claim(control: np.ndarray, number: int) -> int:
+    return small_batch._claim(control, number)
+
+
+def claims(number: int, front: int, back: int) -> int:
+    """The CLAIMS word of batch ``number`` with chunks ``[front, back)`` unclaimed."""
+    low = number & ((1 << small_batch.NUMBER_BITS) - 1)
+    return (low << 2 * small_batch.END_BITS) | (front << small_batch.END_BITS) | back
+
+
+def test_a_claim_on_a_later_batch_with_the_same_low_bits_goes_back_to_its_caller() -> None:
+    """A thread that read batch ``number`` and claims only once 2**NUMBER_BITS more batches were
+    posted finds the CLAIMS word of the batch now posted carrying the same bits: its claim goes
+    back to that batch's caller (FAILED, the chunk reported finished), computed by no one else."""
+    later = 5 + (1 << small_batch.NUMBER_BITS)
+    for number, own in ((5, False), (later, True)):
+        control = small_batch.control_block(arena())
+        control[small_batch.CLAIMS] = claims(later, 0, 3)
+        control[small_batch.AVAILABLE], control[small_batch.POSTED] = 3, later
+        assert claim(control, number) == (0 if own else -1)
+        assert control[small_batch.CLAIMS] == claims(later, 1, 3)  # chunk 0 claimed either way
+        assert control[small_batch.FAILED] == (0 if own else later)
+        assert control[small_batch.FINISHED] == (0 if own else 1)
+    control[small_batch.CLAIMS] = claims(later + 1, 0, 3)  # another batch's word: nothing claimed
+    assert claim(control, 5) == -1 and control[small_batch.CLAIMS] == claims(later + 1, 0, 3)
