@@ -404,11 +404,13 @@ def _serve_chunks(
 ) -> None:
     """Chunks of batch ``number`` claimed from the front and computed from ``boxes`` (logits,
     indices, log-likelihoods, losses, gradient) of its logits' element type into them, until none
-    is left; FINISHED counts them, and a chunk that fails sets FAILED."""
+    is left; FINISHED counts the chunks up to the last one computed (the thread computes the
+    chunks it claims in order, and one it handed back is counted already), and a chunk that
+    fails sets FAILED."""
     logits_box, index_box, loglik_box, out_box, grad_box = boxes
     logits, lengths, targets, target_lengths, grad = _box_views(control, logits_box, index_box, grad_box)
     settings = (control[MERGE] != 0, control[SEGMENT], control[GRADIENT] != 0)
-    size, samples, finished = control[CHUNK], control[SAMPLES], 0
+    size, samples = control[CHUNK], control[SAMPLES]
     chunk = _claim(control, number)
     while chunk >= 0:
         first, last = chunk * size, min(samples, (chunk + 1) * size)
@@ -420,8 +422,7 @@ def _serve_chunks(
             _compute(logits, lengths, targets, target_lengths, settings, first, last, loglik_box, out_box, grad)
         except Exception:
             atomics.store(control, FAILED, number)
-        finished += 1
-        atomics.store(control, FINISHED, finished)  # after the chunk's writes
+        atomics.store(control, FINISHED, chunk + 1)  # after the chunk's writes
         chunk = _claim(control, number)
 
 

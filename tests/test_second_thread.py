@@ -245,6 +245,11 @@ def claim(control: np.ndarray, number: int) -> int:
     return small_batch._claim(control, number)
 
 
+@numba.njit
+def take(control: np.ndarray, space: np.ndarray, number: int) -> None:
+    small_batch._take(control, space, number)
+
+
 def claims(number: int, front: int, back: int) -> int:
     """The CLAIMS word of batch ``number`` with chunks ``[front, back)`` unclaimed."""
     low = number & ((1 << small_batch.NUMBER_BITS) - 1)
@@ -266,3 +271,20 @@ def test_a_claim_on_a_later_batch_with_the_same_low_bits_goes_back_to_its_caller
         assert control[small_batch.FINISHED] == (0 if own else 1)
     control[small_batch.CLAIMS] = claims(later + 1, 0, 3)  # another batch's word: nothing claimed
     assert claim(control, 5) == -1 and control[small_batch.CLAIMS] == claims(later + 1, 0, 3)
+
+
+def test_after_a_chunk_handed_back_the_thread_reports_every_chunk_claimed_finished() -> None:
+    """The batch whose chunk 0 a stale claim handed back (FINISHED 1) is then served as usual:
+    the thread claims chunks 1 and 2 (samples with no frames and no targets: loss 0) and reports
+    all three finished, the count its caller waits for."""
+    space = arena()
+    control = small_batch.control_block(space)
+    later = 5 + (1 << small_batch.NUMBER_BITS)
+    control[small_batch.SAMPLES], control[small_batch.FRAMES], control[small_batch.CLASSES] = 3, 4, 4
+    control[small_batch.WIDTH], control[small_batch.CHUNK], control[small_batch.DOUBLE] = 1, 1, 0
+    control[small_batch.MERGE], control[small_batch.SEGMENT] = 1, recursion.SEGMENT_ELEMENTS
+    control[small_batch.CLAIMS], control[small_batch.AVAILABLE] = claims(later, 1, 3), 3
+    control[small_batch.FINISHED], control[small_batch.FAILED], control[small_batch.POSTED] = 1, later, later
+    take(control, space, later)
+    assert control[small_batch.CLAIMS] == claims(later, 3, 3)
+    assert control[small_batch.FINISHED] == 3
