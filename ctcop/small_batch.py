@@ -15,7 +15,7 @@ naps between looks at the control block, then sleeps. While it spins or naps, a 
 least SPLIT_WORK units of work posts its batch in chunks of consecutive samples
 (:func:`_chunk_size`) and computes chunks itself from the last one down while the thread
 computes them from the first one up, each claiming its next chunk with one compare-and-swap, so
-every chunk is computed once. The caller copies the thread's chunks (logits, frame counts,
+every chunk is computed once into the results. The caller copies the thread's chunks (logits, frame counts,
 targets) into the thread's boxes, in order, whenever the thread's claims come within AHEAD chunks
 of the last one copied, so it copies about what the thread computes. A thread on a slower CPU (a
 virtual machine's CPUs run at different speeds for stretches of a second or more), or one that
@@ -27,9 +27,10 @@ element type), so neither the chunks nor who computes them changes a bit of any 
 The control block (int64): POSTED the number of the last batch posted; CLAIMS the claims on it in
 one word (the low 23 bits of its number, then the next chunk from the front and the end of the
 chunks not yet claimed from the back, 20 bits each: a claim swaps the whole word, so a claim on a
-batch that is no longer posted fails, and one on a batch posted 2**23 batches later, whose word
-carries the same bits, is handed back to that batch's caller); AVAILABLE how many chunks are copied; FINISHED how many
-the thread has finished; FAILED the number of a batch of which the thread could not compute a
+batch that is no longer posted fails, and one on a batch posted a multiple of 2**23 batches
+later, whose word carries the same bits and ends, is handed back to that batch's caller);
+AVAILABLE how many chunks are copied; FINISHED one more than the last chunk the thread finished or
+handed back; FAILED the number of a batch of which the thread could not compute a
 chunk (its caller then computes the thread's chunks); AWAKE 1 while the thread looks for batches
 (spinning, or napping between looks: a batch posted while it naps is still shared, from the end
 of its nap); IN_USE 1 while a call shares its batch (one call at a time: the others compute
@@ -185,9 +186,10 @@ def _claims(number: int, front: int, back: int) -> int:
 @compiled
 def _claim(control: np.ndarray, number: int) -> int:
     """The second thread's next chunk of batch ``number``, claimed from the front once its caller
-    has copied it (AVAILABLE); -1 when none is left, the batch is no longer posted, or the next
+    has copied it (AVAILABLE); -1 when none is left, the batch is no longer posted, the next
     chunk is not copied within SPINS rounds (its caller then computes it: a caller that failed
-    mid-batch never copies it)."""
+    mid-batch never copies it), or the chunk claimed belongs to a later batch whose CLAIMS word
+    carries the same bits (handed back: :func:`_claimed_own`)."""
     rounds = 0
     while True:
         word: int = atomics.load(control, CLAIMS)
@@ -205,10 +207,11 @@ def _claim(control: np.ndarray, number: int) -> int:
 def _claimed_own(control: np.ndarray, number: int, front: int) -> bool:
     """Whether the chunk ``front`` just claimed belongs to batch ``number``, the one whose
     settings the thread read. CLAIMS holds only the low NUMBER_BITS of a batch's number, so a
-    thread held up between reading a batch and claiming from it while its callers posted
-    2**NUMBER_BITS more batches claims from a later batch. That batch stays posted until the
-    thread reports the chunk finished (its caller waits for it); the thread marks it FAILED, so
-    that its caller computes the chunk, and reports the chunk finished without writing it."""
+    thread held up between reading a batch and claiming from it while its callers posted a
+    multiple of 2**NUMBER_BITS more batches can claim from a later batch. That batch stays posted
+    until the thread reports the chunk finished (its caller waits for it); the thread marks it
+    FAILED, so that its caller computes the thread's chunks of it itself, and reports the chunk
+    finished without writing it."""
     low = (1 << NUMBER_BITS) - 1
     posted: int = atomics.load(control, POSTED)
     while posted & low != number & low:  # a batch's CLAIMS is stored just before its number
