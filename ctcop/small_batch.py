@@ -15,9 +15,9 @@ naps between looks at the control block, then sleeps. While it spins or naps, a 
 least SPLIT_WORK units of work posts its batch in chunks of consecutive samples
 (:func:`_chunk_size`) and computes chunks itself from the last one down while the thread
 computes them from the first one up, each claiming its next chunk with one compare-and-swap, so
-every chunk is computed once into the results. The caller copies the thread's chunks (logits, frame counts,
-targets) into the thread's boxes, in order, whenever the thread's claims come within AHEAD chunks
-of the last one copied, so it copies about what the thread computes. A thread on a slower CPU (a
+every chunk is computed once into the results. The caller copies the thread's chunks (logits,
+frame counts, targets) into the thread's boxes, in order, whenever the thread's claims come
+within AHEAD chunks of the last one copied, so it copies about what the thread computes. A thread on a slower CPU (a
 virtual machine's CPUs run at different speeds for stretches of a second or more), or one that
 comes late from a nap, takes fewer chunks. The caller computes its chunks from its own arrays;
 when no chunk is left it waits for the thread's last ones and copies their results out. Every
