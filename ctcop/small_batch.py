@@ -10,32 +10,32 @@ hand its samples to the pool (the scan is O(N T), a small part of a batch too la
 
 The second thread. Handing a small batch to a pool thread costs more than computing it where a
 sleeping thread has to be woken (tens of microseconds), so :mod:`ctcop.second_thread` keeps one
-thread that, after each piece of work, waits in :func:`serve` spinning for SPINS rounds, then
-naps between looks at the control block, then sleeps. While it spins or naps, a call with at
-least SPLIT_WORK units of work posts its batch in chunks of consecutive samples
-(:func:`_chunk_size`) and computes chunks itself from the last one down while the thread
-computes them from the first one up, each claiming its next chunk with one compare-and-swap, so
-every chunk is computed once into the results. The caller copies the thread's chunks (logits,
-frame counts, targets) into the thread's boxes, in order, whenever the thread's claims come
-within AHEAD chunks of the last one copied, so it copies about what the thread computes. A thread on a slower CPU (a
-virtual machine's CPUs run at different speeds for stretches of a second or more), or one that
-comes late from a nap, takes fewer chunks. The caller computes its chunks from its own arrays;
-when no chunk is left it waits for the thread's last ones and copies their results out. Every
-sample is computed by the same kernel from the same values (a box holds the logits in their own
-element type), so neither the chunks nor who computes them changes a bit of any result.
+thread that, after each piece of work, waits in :func:`serve` spinning for SPINS rounds, then naps
+between looks at the control block, then sleeps. While it spins or naps, a call with at least
+SPLIT_WORK units of work posts its batch in chunks of consecutive samples (:func:`_chunk_size`) and
+computes chunks itself from the last one down while the thread computes them from the first one up,
+each claiming its next chunk with one compare-and-swap, so every chunk is computed once into the
+results. The caller copies the thread's chunks (logits, frame counts, targets) into the thread's
+boxes, in order, whenever the thread's claims come within AHEAD chunks of the last one copied, so
+it copies about what the thread computes. A thread on a slower CPU (a virtual machine's CPUs run at
+different speeds for stretches of a second or more), or one that comes late from a nap, takes fewer
+chunks. The caller computes its chunks from its own arrays; when no chunk is left it waits for the
+thread's last ones and copies their results out. Every sample is computed by the same kernel from
+the same values (a box holds the logits in their own element type), so neither the chunks nor who
+computes them changes a bit of any result.
 
 The control block (int64): POSTED the number of the last batch posted; CLAIMS the claims on it in
 one word (the low 23 bits of its number, then the next chunk from the front and the end of the
 chunks not yet claimed from the back, 20 bits each: a claim swaps the whole word, so a claim on a
-batch that is no longer posted fails, and one on a batch posted a multiple of 2**23 batches
-later, whose word carries the same bits and ends, is handed back to that batch's caller);
-AVAILABLE how many chunks are copied; FINISHED one more than the last chunk the thread finished or
-handed back; FAILED the number of a batch of which the thread could not compute a
-chunk (its caller then computes the thread's chunks); AWAKE 1 while the thread looks for batches
-(spinning, or napping between looks: a batch posted while it naps is still shared, from the end
-of its nap); IN_USE 1 while a call shares its batch (one call at a time: the others compute
-alone); WANTED 1 after a call that the thread, asleep, could have helped (the call's caller then
-wakes it: a computed batch returns WAKE); and the posted batch's sizes, settings and chunk size.
+batch that is no longer posted fails, and one on a batch posted a multiple of 2**23 batches later,
+whose word carries the same bits and ends, is handed back to that batch's caller); AVAILABLE how
+many chunks are copied; FINISHED one more than the last chunk the thread finished or handed back;
+FAILED the number of a batch of which the thread could not compute a chunk (its caller then
+computes the thread's chunks); AWAKE 1 while the thread looks for batches (spinning, or napping
+between looks: a batch posted while it naps is still shared, from the end of its nap); IN_USE 1
+while a call shares its batch (one call at a time: the others compute alone); WANTED 1 after a call
+that the thread, asleep, could have helped (the call's caller then wakes it: a computed batch
+returns WAKE); and the posted batch's sizes, settings and chunk size.
 """
 
 from __future__ import annotations
