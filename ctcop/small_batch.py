@@ -76,6 +76,7 @@ SAMPLES, FRAMES, CLASSES, WIDTH, GRADIENT, MERGE, SEGMENT, DOUBLE, CHUNK = 8, 9,
 CONTROL_SIZE = 17
 # CLAIMS: a batch's number (its low NUMBER_BITS) above the front and the back (END_BITS each)
 END_BITS, NUMBER_BITS = 20, 23
+NUMBER_MASK = (1 << NUMBER_BITS) - 1
 MOST_CHUNKS = (1 << END_BITS) - 1
 # The control block and the boxes live in one byte array, the arena: the block first, then per logit
 # of capacity 8 bytes each for the logits, the gradient, the losses and the log-likelihoods, and 24
@@ -179,7 +180,7 @@ def _chunks_keep_lanes(
 @compiled
 def _claims(number: int, front: int, back: int) -> int:
     """The CLAIMS word of batch ``number`` with chunks ``[front, back)`` not yet claimed."""
-    value: int = ((number & ((1 << NUMBER_BITS) - 1)) << (2 * END_BITS)) | (front << END_BITS) | back
+    value: int = ((number & NUMBER_MASK) << (2 * END_BITS)) | (front << END_BITS) | back
     return value
 
 
@@ -212,9 +213,8 @@ def _claimed_own(control: np.ndarray, number: int, front: int) -> bool:
     until the thread reports the chunk finished (its caller waits for it); the thread marks it
     FAILED, so that its caller computes the thread's chunks of it itself, and reports the chunk
     finished without writing it."""
-    low = (1 << NUMBER_BITS) - 1
     posted: int = atomics.load(control, POSTED)
-    while posted & low != number & low:  # a batch's CLAIMS is stored just before its number
+    while posted & NUMBER_MASK != number & NUMBER_MASK:  # a batch's CLAIMS is stored just before its number
         atomics.pause()
         posted = atomics.load(control, POSTED)
     if posted == number:

@@ -252,7 +252,7 @@ def take(control: np.ndarray, space: np.ndarray, number: int) -> None:
 
 def claims(number: int, front: int, back: int) -> int:
     """The CLAIMS word of batch ``number`` with chunks ``[front, back)`` unclaimed."""
-    low = number & ((1 << small_batch.NUMBER_BITS) - 1)
+    low = number % (1 << small_batch.NUMBER_BITS)
     return (low << 2 * small_batch.END_BITS) | (front << small_batch.END_BITS) | back
 
 

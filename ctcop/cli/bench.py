@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..cpus import usable_cpus
+from ..cpus import MAX_THREADS, usable_cpus
 from ..errors import InvalidInputError
 from ..exit_codes import ExitCode
 from ..files import checked_output, write_atomically
@@ -42,7 +42,9 @@ def add_parser(commands: Commands) -> None:
     )
     parser.add_argument("--batches", type=arguments.batches, metavar="N,M", help="for every shape, instead of its own")
     parser.add_argument(
-        "--threads", type=arguments.integer(1, 1024), help="threads for every implementation (default: all cores)"
+        "--threads",
+        type=arguments.integer(1, MAX_THREADS),
+        help="threads for every implementation (default: all cores)",
     )
     parser.add_argument(
         "--repeat", type=arguments.integer(1, 1000), help="timed runs per cell, at least (default 7, quick 3)"
