@@ -124,7 +124,7 @@ def test_registered_defects_are_xfail_with_their_id_and_the_run_passes(tmp_path)
 
 @pytest.mark.slow
 def test_exit_codes(tmp_path) -> None:
-    assert ctcop_cli("conformance", "--runtimes", "reference", "--select", "worked").returncode == 0
+    assert ctcop_cli("conformance", "--runtimes", "reference", "--select", "hand_worked").returncode == 0
     chosen = ("--runtimes", "openvino", "--select", "spec/logits_1e4/float32")
     assert ctcop_cli("conformance", *chosen).returncode == 0  # D3, registered
     failing = ctcop_cli("conformance", *chosen, "--no-known-defects")
@@ -151,10 +151,10 @@ def test_usage_errors(args: list[str], message: str) -> None:
 
 def test_written_corpus_is_a_corpus_tree(tmp_path) -> None:
     folder = tmp_path / "corpus"
-    result = ctcop_cli("conformance", "--write-corpus", str(folder), "--select", "worked,invalid")
+    result = ctcop_cli("conformance", "--write-corpus", str(folder), "--select", "hand_worked,invalid")
     copied = corpus.load_all(folder)
     assert result.returncode == 0 and f"wrote {len(copied)} cases" in result.stdout
-    original = {case.id: case for case in corpus.select(corpus.load_all(), ["worked", "invalid"])}
+    original = {case.id: case for case in corpus.select(corpus.load_all(), ["hand_worked", "invalid"])}
     assert [case.id for case in copied] == sorted(original)
     for case in copied:
         assert corpus.read_manifest(case.stored_in()) == corpus.read_manifest(original[case.id].stored_in())
@@ -210,3 +210,49 @@ def test_the_default_run_samples_the_slow_runtimes_by_a_stated_rule() -> None:
         ("reference", "a", 0), ("reference", "a", 1), ("reference", "b", 0), ("reference", "b", 1),
         ("openvino", "b", 0), ("openvino", "b", 1),
     ]  # fmt: skip
+
+
+def run_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``ctcop ARGS`` in this process: exit code, stdout, stderr."""
+    from ctcop import cli
+
+    code = cli.main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_list_prints_the_selected_case_ids(capsys) -> None:
+    """``--list``: the ids --select (and --shard) choose, one per line, in corpus order; exit 0."""
+    every = corpus.load_all()
+    code, out, err = run_in_process(capsys, "conformance", "--list")
+    assert (code, err) == (0, "") and out.splitlines() == [case.id for case in corpus.select(every)]
+    assert len(out.splitlines()) == 406
+    family = run_in_process(capsys, "conformance", "--list", "--select", "spec/hand_worked")
+    assert family == (0, "".join(f"spec/hand_worked/{t}\n" for t in sorted(DTYPES)), "")
+    halves = [run_in_process(capsys, "conformance", "--list", "--select", "hand_worked", "--shard", f"{k}/2")[1]
+              for k in (1, 2)]  # fmt: skip
+    tagged = [case.id for case in every if "hand_worked" in case.tags]
+    assert sorted((halves[0] + halves[1]).split()) == sorted(tagged) and len(tagged) == 12
+    code, out, err = run_in_process(capsys, "conformance", "--list", "--json", "x.json")
+    assert code == 2 and out == "" and "--json is ignored with --list" in err
+
+
+def test_a_family_or_a_folder_of_ids_selects_the_cases_under_it() -> None:
+    every = corpus.load_all()
+    ids = [case.id for case in corpus.select(every, ["released/blank_first/int32", "spec/no_frames/"])]
+    assert ids and all(i.startswith(("released/blank_first/int32/", "spec/no_frames/")) for i in ids)
+    assert {i.rsplit("/", 1)[0] for i in ids} == {"released/blank_first/int32", "spec/no_frames"}
+    assert corpus.select(every, ["spec/hand_work"]) == []  # a folder is a whole part of the id
+    tag = {case.id for case in corpus.select(every, ["hand_worked"])}
+    assert {case.id for case in corpus.select(every, ["spec/hand_worked"])} < tag  # the tag: spec 9's examples
+    assert all("hand_worked" in case.tags for case in every if case.id.startswith("spec/hand_worked/"))
+    assert not any("worked" in case.tags for case in every)
+
+
+def test_a_selection_that_matches_nothing_suggests_close_names(capsys) -> None:
+    code, out, err = run_in_process(capsys, "conformance", "--list", "--select", "hand_workd,spec/empty_target")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "hand_workd, spec/empty_target matches no case of the corpus; did you mean hand_worked," in err
+    assert "spec/empty_targets" in err and "ctcop conformance --list prints the case ids" in err
+    code, _, err = run_in_process(capsys, "conformance", "--list", "--select", "zzzzqqq")
+    assert code == 2 and "did you mean" not in err and "--list prints the case ids" in err

@@ -351,3 +351,52 @@ def test_real_reports_of_different_selections_compare_their_common_cases_on_requ
     allowed = ctcop_cli("conformance-diff", reports["fewer"], reports["shifted"], "--allow-different-selection")
     assert allowed.returncode == 1, allowed.stdout + allowed.stderr
     assert "(1 case(s), 1 runtime(s) in both)" in allowed.stdout and "different selections" in allowed.stdout
+
+
+def versioned(version: Any) -> diff.Report:
+    """A report of ``probe`` passing F32, the runtime listed with its own ``version``."""
+    document = body([passed(F32)])
+    document["runtimes"] = [{**document["runtimes"][0], "version": version}]
+    return diff.load(json.loads(report.dumps(document)))
+
+
+def test_a_runtimes_own_version_heads_the_comparison_when_it_differs() -> None:
+    old, new = versioned("1.2.3"), versioned("1.3.0")
+    found = diff.compare(old, new, CASES)
+    assert [(d.what, d.old, d.new) for d in found.environment] == [("runtimes.probe.version", "1.2.3", "1.3.0")]
+    assert "  runtimes.probe.version: 1.2.3 -> 1.3.0" in diff.format_diff(found, "a.json", "b.json", 20)
+    assert diff.compare(old, versioned("1.2.3"), CASES).environment == ()
+    unversioned = diff.compare(old, versioned(None), CASES)
+    assert [(d.what, d.old, d.new) for d in unversioned.environment] == [("runtimes.probe.version", "1.2.3", None)]
+    with pytest.raises(diff.ReportError, match=r"runtime 0 \(probe\) has a version that is not text or null"):
+        versioned(3)
+
+
+def test_different_selections_with_no_case_in_common_compare_nothing_and_say_so(tmp_path, capsys) -> None:
+    old = loaded([passed(F32)])
+    new = loaded([passed(F64)], selection={"patterns": [F64], "shard": None, "cases": 1})
+    with pytest.raises(diff.SelectionError, match="no runtime of both has a case in both: nothing was compared"):
+        diff.compare(old, new, CASES, allow_different_selection=True)
+    paths = tmp_path / "old.json", tmp_path / "new.json"
+    paths[0].write_text(report.dumps(body([passed(F32)])))
+    paths[1].write_text(report.dumps(body([passed(F64)], selection={"patterns": [F64], "shard": None, "cases": 1})))
+    refused = run(capsys, "conformance-diff", *paths, "--allow-different-selection")
+    assert_refused(refused, "nothing was compared")
+
+
+@pytest.mark.slow
+def test_the_report_records_a_runtimes_own_version(tmp_path, monkeypatch, capsys) -> None:
+    """A runtime's ``version`` (protocol) is in the --json report's runtimes; one without has null."""
+    module = tmp_path / "versioned.py"
+    module.write_text(
+        f"import sys; sys.path.insert(0, {str(RUNTIMES.parent)!r})\n"
+        "from diff_runtimes import Shifted\n"
+        "class Versioned(Shifted):\n"
+        "    version = '1.2.3'\n"
+        "RUNTIMES = [Versioned(name='versioned'), Shifted()]\n"
+    )
+    out = tmp_path / "report.json"
+    chosen = ["--runtime-module", f"{module}:RUNTIMES", "--runtimes", "versioned,probe", "--select", F32]
+    assert run(capsys, "conformance", *chosen, "--json", out)[0] == 0
+    listed = {r["name"]: r["version"] for r in json.loads(out.read_text())["runtimes"]}
+    assert listed == {"versioned": "1.2.3", "probe": None}

@@ -501,3 +501,40 @@ def test_the_registrys_process_corrupting_defects_run_alone(monkeypatch) -> None
     seen: list[Result] = []
     suite.run(plan, runner.Settings(jobs=1), seen, lambda result: None)
     assert {r.case: r.status for r in seen} == {corrupter: "pass", later: "pass"}
+
+
+def test_a_runtime_file_imports_the_modules_beside_it(tmp_path, monkeypatch) -> None:
+    """``--runtime-module path/file.py:ATTR`` imports a module of the file's folder when it loads
+    (in the probe, here and in each worker) and when its runtime runs (a lazy import in run)."""
+    from ctcop import cli
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "beside_at_load.py").write_text("from ctcop import ctc_loss as LOSS\n")
+    (folder / "beside_at_run.py").write_text("NAME = 'beside'\n")
+    (folder / "runtime.py").write_text(
+        "from beside_at_load import LOSS\n"
+        "class Beside:\n"
+        "    description = 'the reference through a module beside the file'\n"
+        "    @property\n"
+        "    def name(self):\n"
+        "        import beside_at_run\n"
+        "        return beside_at_run.NAME\n"
+        "    def run(self, case):\n"
+        "        import beside_at_run  # noqa: F401\n"
+        "        x = case.inputs\n"
+        "        return LOSS(x['inputs'], x['sequence_mask'], x['labels'], **case.attributes)\n"
+        "RUNTIME = Beside()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # what loading the file adds goes with the test
+    out = tmp_path / "report.json"
+    chosen = "spec/hand_worked/float32,spec/empty_targets/float64"
+    options = ["--runtime-module", "mine/runtime.py:RUNTIME", "--runtimes", "beside", "--select", chosen]
+    code = cli.main(["conformance", *options, "--json", str(out)])
+    assert code == 0
+    assert statuses(load(out)) == {
+        ("beside", "spec/empty_targets/float64"): "pass",
+        ("beside", "spec/hand_worked/float32"): "pass",
+    }
+    assert str(folder) in sys.path

@@ -1,7 +1,7 @@
 """``ctcop conformance``: the installed runtimes measured against the reference on the bundled
 corpus (spec 10), the selected cases written out (``--write-corpus``, ``--write-onnx-tests``,
-``--write-ir-tests``) instead, or the reports of an earlier ``--json`` report rendered again
-(``--from-json REPORT.json --html PAGE.html``)."""
+``--write-ir-tests``) or their ids listed (``--list``) instead, or the reports of an earlier
+``--json`` report rendered again (``--from-json REPORT.json --html PAGE.html``)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,11 @@ def add_parser(commands: Commands) -> None:
         action="append",
         type=arguments.text("case selection"),
         metavar="TAG|GLOB",
-        help="cases by tag or id glob, e.g. float32, 'spec/empty_*' (repeatable, comma lists; default: all but scale)",
+        help="cases by tag, family or id glob, e.g. float32, spec/hand_worked, 'spec/empty_*' (repeatable, comma "
+        "lists; default: all but scale)",
+    )
+    runs.add_argument(
+        "--list", action="store_true", help="run nothing: print the ids of the selected cases, one per line"
     )
     runs.add_argument("--all-cases", action="store_true", help="no sample: every runtime runs every case")
     runs.add_argument("--shard", type=arguments.shard, metavar="K/N", help="only shard K of N of the selected cases")
@@ -133,6 +137,9 @@ def _checked(args: argparse.Namespace) -> list[Expected]:
     writer = _writing(args)
     if args.onnx_tests_form is not None and writer != "write_onnx_tests":
         raise InvalidInputError("onnx_tests_form", "--onnx-tests-form is ignored without --write-onnx-tests")
+    if args.list:
+        arguments.refuse_ignored(args, [*_RUN_ONLY, *_WRITERS], "with --list (it lists cases, it runs nothing)")
+        return []
     if writer is not None:
         flag = "--" + writer.replace("_", "-")
         arguments.refuse_ignored(args, _RUN_ONLY, f"with {flag} (it writes cases, it runs nothing)")
@@ -320,8 +327,9 @@ def run(args: argparse.Namespace) -> int:
     """Measure the installed runtimes against the reference on the bundled corpus."""
     expected_failures = _checked(args)
     writer = _writing(args)
-    if args.onnx_tests_form is not None and writer != "write_onnx_tests":
-        raise InvalidInputError("onnx_tests_form", "--onnx-tests-form is ignored without --write-onnx-tests")
+    if args.list:
+        show(*(case.id for case in _selected_cases(args)))
+        return ExitCode.OK
     if writer is not None:
         return _write(args, writer)
     if args.from_json is not None:

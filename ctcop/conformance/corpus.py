@@ -236,11 +236,14 @@ def load_all(root: Path | str | None = None) -> list[Case]:
 
 
 def _matches(case: Case, pattern: str) -> bool:
-    return pattern in case.tags or fnmatch.fnmatchcase(case.id, pattern)
+    in_folder = case.id.startswith(pattern.rstrip("/") + "/")
+    return pattern in case.tags or in_folder or fnmatch.fnmatchcase(case.id, pattern)
 
 
 def select(cases: Iterable[Case], patterns: Sequence[str] | None = None) -> list[Case]:
-    """The cases matching any of ``patterns`` (a pattern is a tag or a glob over ids), in order.
+    """The cases matching any of ``patterns``, in order. A pattern is a tag, a folder of the id
+    tree (the cases under it: a case family such as ``spec/hand_worked``, as the HTML report's
+    matrix names it, or ``released/blank_first/int32``) or a glob over ids.
 
     No patterns: every case but the ``scale`` ones. A ``scale`` case is selected only by a
     pattern that asks for it by name (the tag ``scale``, or a glob that contains "scale"), so

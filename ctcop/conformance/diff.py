@@ -23,7 +23,8 @@ reports the :class:`Change`, if any, is the first of :data:`KINDS` that applies:
 
 A runtime available in one report only is ``runtime-added`` or ``runtime-removed``; a case of a
 runtime in both that one report only holds is ``case-added`` or ``case-removed``. The differences
-of the environments head the comparison: library versions, the CPU, its instruction sets and the
+of the environments head the comparison: library versions, the runtimes' own versions (a
+runtime's optional ``version``), the CPU, its instruction sets and the
 OpenVINO's default and reduced CPU precisions as the reports recorded them (spec 12.2), the settings.
 """
 
@@ -63,7 +64,7 @@ KINDS = {
     "case-removed": "Cases removed",
 }
 # The instruction sets on which OpenVINO's CPU plugin computes in bfloat16 by default (spec 12.2).
-_SECTIONS = ("versions", "machine", "settings")
+_SECTIONS = ("versions", "runtimes", "machine", "settings")
 _WHAT = {dict: "an object", list: "a list", str: "text", int: "a whole number", bool: "true or false"}
 
 
@@ -103,8 +104,9 @@ class Selection:
 @dataclass(frozen=True)
 class Report:
     """What the comparison reads of a report: whether it is ``complete``, its ``environment``
-    (``"versions.openvino"``, ``"machine.cpu"``, ``"machine.isa.avx512_bf16"``,
-    ``"machine.openvino_default_precision"``, ``"settings.known_defects"``, ...: values as text),
+    (``"versions.openvino"``, ``"runtimes.my-ctc.version"`` (a runtime's own), ``"machine.cpu"``,
+    ``"machine.isa.avx512_bf16"``, ``"machine.openvino_default_precision"``,
+    ``"settings.known_defects"``, ...: values as text),
     its selection, the runtimes available (in its order) and the results by (runtime, case)."""
 
     complete: bool
@@ -227,19 +229,25 @@ def _selection(document: Mapping[str, Any]) -> Selection:
     return Selection(tuple(sorted(set(patterns))), shard, rules)
 
 
-def _runtimes(document: Mapping[str, Any]) -> tuple[str, ...]:
-    """The runtimes a report lists as available, each listed once with a runtime's name."""
+def _runtimes(document: Mapping[str, Any]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The runtimes a report lists as available, each listed once with a runtime's name, and the
+    environment's entry ``runtimes.NAME.version`` of each runtime that gives its own version."""
     listed: list[str] = []
     available: list[str] = []
+    versions: dict[str, str] = {}
     for number, entry in enumerate(_part(document, "runtimes", list)):
         name = entry.get("name") if isinstance(entry, dict) else None
         if not (isinstance(name, str) and NAME.fullmatch(name) and isinstance(entry.get("available"), bool)):
             raise ReportError(f"runtime {number} is not {{name, available, ...}} with a runtime's name")
         if name in listed:
             raise ReportError(f"runtime {number} ({name}) is listed twice")
+        version = entry.get("version")
+        if not isinstance(version, (str, type(None))):
+            raise ReportError(f"runtime {number} ({name}) has a version that is not text or null")
         listed.append(name)
         available += [name] if entry["available"] else []
-    return tuple(available)
+        versions.update({} if version is None else {f"runtimes.{name}.version": version})
+    return tuple(available), versions
 
 
 def _rows(document: Mapping[str, Any], runtimes: tuple[str, ...]) -> dict[tuple[str, str], Result]:
@@ -265,8 +273,8 @@ def load(document: Any) -> Report:
     if document.get("schema") != SCHEMA:
         raise ReportError(f"schema {one_line(repr(document.get('schema')), 80)}, not {SCHEMA}")
     complete, environment, selection = _part(document, "complete", bool), _environment(document), _selection(document)
-    runtimes = _runtimes(document)
-    return Report(complete, environment, selection, runtimes, _rows(document, runtimes))
+    runtimes, versions = _runtimes(document)
+    return Report(complete, {**environment, **versions}, selection, runtimes, _rows(document, runtimes))
 
 
 def read_report(path: str) -> Report:
@@ -358,7 +366,8 @@ def _scope(old: Report, new: Report, runtime: str, common: set[str]) -> set[str]
 def compare(old: Report, new: Report, cases: Mapping[str, Case], allow_different_selection: bool = False) -> Diff:
     """What changed from ``old`` to ``new`` (``cases``: the corpus, for the failure classes).
     Reports of different selections are a SelectionError unless ``allow_different_selection``:
-    then only the cases both hold are compared."""
+    then only the cases both hold are compared, and a SelectionError says so when no runtime of
+    both reports has a case in both (nothing would be compared)."""
     same = old.selection == new.selection
     if not same and not allow_different_selection:
         raise SelectionError(
@@ -368,12 +377,20 @@ def compare(old: Report, new: Report, cases: Mapping[str, Case], allow_different
     common = old.cases & new.cases
     outcome = _outcomes(cases)
     changes: list[Change] = []
+    compared = 0
     for runtime in dict.fromkeys([*old.runtimes, *new.runtimes]):
         if runtime not in old.runtimes or runtime not in new.runtimes:
             changes.append(Change("runtime-added" if runtime in new.runtimes else "runtime-removed", runtime))
             continue
         held = {case for name, case in [*old.results, *new.results] if name == runtime}
-        changes += _changes(old, new, runtime, held if same else held & _scope(old, new, runtime, common), outcome)
+        scope = held if same else held & _scope(old, new, runtime, common)
+        compared += sum((runtime, case) in old.results and (runtime, case) in new.results for case in scope)
+        changes += _changes(old, new, runtime, scope, outcome)
+    if not same and not compared:
+        raise SelectionError(
+            f"the reports select different cases (old: {old.selection}; new: {new.selection}) and no runtime of "
+            "both has a case in both: nothing was compared"
+        )
     order = list(KINDS)
     return Diff(
         old_selection=old.selection,

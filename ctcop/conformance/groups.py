@@ -1,7 +1,8 @@
 """The case groups of the corpus, as :class:`~.case.Case` drafts (inputs and attributes; the
 generator computes and checks their expected values).
 
-Spec form (``spec/<name>/<float type>``): the worked examples of spec 9 ("worked"), the edge cases
+Spec form (``spec/<name>/<float type>``): the worked examples of spec 9 ("hand_worked", as their
+provenance: ``spec/hand_worked`` and the seed's examples, each value worked by hand), the edge cases
 of 4.4 with their attribute variants ("edge"), 60 seeded random cases with up to 8 classes
 ("random") and 8 with up to 300 ("many_classes"), everything :func:`ctcop.conformance.runner.corpus`
 held, in float32 and float64; float16 and bfloat16 for the worked and edge cases and the first 8
@@ -36,6 +37,7 @@ from .case import ATTRIBUTE_FORMS, FLOAT_TYPES, Case, LazyArrays
 from .cases import edge_cases, random_cases
 from .corpus import SCALE_TAG, float_dtype, generated_entries, materialize
 
+HAND_WORKED = "hand_worked"  # the tag of the worked examples (and the name of the first)
 WIDE_TYPES = ("float32", "float64")
 RELEASED_TYPES: tuple[tuple[str, str], ...] = (
     ("int32", "float32"),
@@ -89,7 +91,7 @@ def _draft(case: Case, path: str, dtype: str, tags: tuple[str, ...], description
 
 
 def _spec_draft(case: Case, name: str, group: str, dtype: str, description: str) -> Case | None:
-    path = name if group == "worked" else name + flag_suffix(case.attributes)
+    path = name if group == HAND_WORKED else name + flag_suffix(case.attributes)
     return _draft(case, path, dtype, (group,), description)
 
 
@@ -99,7 +101,7 @@ def _spec_sources() -> list[tuple[str, str, Case, str]]:
     sources = []
     for case in edge_cases():
         base = case.id.split("[")[0]
-        group = "worked" if base in worked else "edge"
+        group = HAND_WORKED if base in worked else "edge"
         sources.append((group, base, case, f"cases.edge_cases(): {case.id}"))
     for group, seed, count, max_c in (("random", 2026, 60, 8), ("many_classes", 2027, 8, 300)):
         for k, case in enumerate(random_cases(seed=seed, count=count, max_c=max_c)):
@@ -109,7 +111,7 @@ def _spec_sources() -> list[tuple[str, str, Case, str]]:
 
 
 def spec_drafts() -> list[Case]:
-    """The spec-form groups: worked, edge, random, many_classes."""
+    """The spec-form groups: hand_worked, edge, random, many_classes."""
     hand = {example.name: example for example in worked_examples()}
     drafts = []
     counts: dict[str, int] = {}
@@ -120,7 +122,7 @@ def spec_drafts() -> list[Case]:
             draft = _spec_draft(case, name, group, dtype, description)
             if draft is None:
                 continue
-            if group == "worked":
+            if group == HAND_WORKED:
                 example = hand[name]
                 worked = {"section": example.section, "closed_form": example.closed_form, "value": example.expected}
                 draft = replace(draft, hand_worked=worked)

@@ -226,12 +226,13 @@ def _runtimes(entries: Sequence[Mapping[str, Any]]) -> str:
         [
             f"<code>{_e(r['name'])}</code>",
             "yes" if r["available"] else "no",
+            _text(r.get("version")),
             _e(r.get("description", "")),
             _text(r.get("reason")),
         ]
         for r in entries
     ]
-    return _table(["runtime", "ran", "description", "why not"], rows)
+    return _table(["runtime", "ran", "version", "description", "why not"], rows)
 
 
 def _head(document: Mapping[str, Any], results: Sequence[Result]) -> str:

@@ -4,7 +4,9 @@
 1. the built-in adapters, :data:`ctcop.conformance.runtimes.RUNTIMES`;
 2. the framework peers, ``ctcop.conformance.peers.PEERS`` (when that package is there);
 3. the entry-point group ``ctcop.runtimes`` of every installed distribution;
-4. each ``--runtime-module pkg.mod:attr`` (or ``path/to/file.py:attr``).
+4. each ``--runtime-module pkg.mod:attr`` (or ``path/to/file.py:attr``, which imports the modules
+   beside it: its folder is put first on ``sys.path``, in the probe, the parent and every worker,
+   as ``python path/to/file.py`` has it; ``pkg.mod`` is searched in the current folder too).
 
 Entry points and modules are third-party code: each is loaded first in a probe worker process
 (:func:`probe_loading`), so that one that kills or hangs its importer is refused (a module) or listed as
@@ -13,9 +15,10 @@ broken (an entry point), in one line, instead of taking ctcop with it.
 An entry point or ``attr`` is a runtime object, a list, tuple or dict of them, or a zero-argument
 callable returning one of those. A runtime has ``name``, ``description`` and ``run(case)``, and
 optionally ``available() -> str | None`` (None: usable; else why not, e.g. "torch not
-installed"). Names are unique. A runtime that is not available is listed, never run. Importing
-this module loads numpy only; the built-in adapters and the peers import their libraries when
-first run, an entry point or a module when it is named here.
+installed") and ``version`` (text: the runtime's own version, which the report records with its
+name and ``conformance-diff`` compares). Names are unique. A runtime that is not available is
+listed, never run. Importing this module loads numpy only; the built-in adapters and the peers
+import their libraries when first run, an entry point or a module when it is named here.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ..text import one_line
 GROUP = "ctcop.runtimes"
 PROBE_TIMEOUT_S = 120.0  # how long loading a runtime module may take in the probe (:func:`probe`)
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+VERSION_LIMIT = 200  # characters of a runtime's version
 
 
 class RegistryError(ValueError):
@@ -44,13 +48,15 @@ class RegistryError(ValueError):
 @dataclass(frozen=True)
 class Entry:
     """One runtime as the suite lists it: ``available`` is None when it can run, else why not;
-    ``origin`` says where it came from (built-in, peer, entry point or module)."""
+    ``origin`` says where it came from (built-in, peer, entry point or module); ``version`` the
+    runtime's own (its optional ``version`` attribute), None when it gives none."""
 
     name: str
     description: str
     available: str | None
     origin: str
     runtime: Any
+    version: str | None = None
 
 
 def is_runtime(value: Any) -> bool:
@@ -88,10 +94,15 @@ def availability(runtime: Any) -> str | None:
 
 
 def _import_file(path: str) -> Any:
+    """The module in file ``path``, its folder first on ``sys.path`` (as ``python path/file.py``
+    has it), so that it imports the modules beside it, when loaded and when its runtimes run."""
     name = "ctcop_runtime_module_" + re.sub(r"\W", "_", os.path.abspath(path))
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise RegistryError(f"runtime module {path!r} is not a Python file")
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -218,8 +229,23 @@ def find(name: str, modules: Sequence[str] = (), with_plugins: bool = True) -> A
     raise LookupError(f"no runtime is called {name!r}")
 
 
+def _version(runtime: Any) -> tuple[str | None, str | None]:
+    """The runtime's ``version`` (one printable line; None when it has none) and, for one that is
+    not text or cannot be read, why the runtime is not available."""
+    try:
+        version = getattr(runtime, "version", None)
+    except (Exception, SystemExit) as error:
+        return None, f"its version raised {type(error).__name__}: {one_line(error)}"
+    if version is None:
+        return None, None
+    if not isinstance(version, str) or not version.strip():
+        return None, f"its version is not text: {type(version).__name__} {one_line(repr(version), 80)}"
+    return one_line(version, VERSION_LIMIT), None
+
+
 def _entry(runtime: Any, origin: str) -> Entry:
-    """The runtime as listed; one whose ``description`` cannot be read is listed, not available."""
+    """The runtime as listed; one whose ``description`` or ``version`` cannot be read is listed,
+    not available."""
     name = str(runtime.name)
     if not NAME.fullmatch(name):
         raise RegistryError(f"{origin}: runtime name {name!r} is not [a-z0-9][a-z0-9._-]*")
@@ -228,7 +254,8 @@ def _entry(runtime: Any, origin: str) -> Entry:
     except (Exception, SystemExit) as error:
         reason = f"its description raised {type(error).__name__}: {one_line(error)}"
         return Entry(name, "(no description)", reason, origin, runtime)
-    return Entry(name, description, availability(runtime), origin, runtime)
+    version, broken = _version(runtime)
+    return Entry(name, description, broken or availability(runtime), origin, runtime, version)
 
 
 def _broken(origin: str, reason: str) -> Entry:

@@ -77,9 +77,14 @@ def _shards(documents: Sequence[dict[str, Any]], paths: Sequence[str]) -> tuple[
     return sorted(seen, key=lambda s: parse(s)[0]), n
 
 
+def _text_or_null(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.isprintable())
+
+
 def _check_runtimes(runtimes: Any, path: str) -> None:
     """A report's runtimes as the suite lists them: name (a runtime name), description (printable
-    text), available (true/false), reason (printable text or null)."""
+    text), available (true/false), reason (printable text or null), version (printable text, null
+    or absent)."""
     entries = runtimes if isinstance(runtimes, list) else [None]
     for number, entry in enumerate(entries):
         fine = (
@@ -89,7 +94,7 @@ def _check_runtimes(runtimes: Any, path: str) -> None:
             and isinstance(entry.get("description"), str)
             and entry["description"].isprintable()
             and isinstance(entry.get("available"), bool)
-            and (entry.get("reason") is None or (isinstance(entry["reason"], str) and entry["reason"].isprintable()))
+            and all(_text_or_null(entry.get(key)) for key in ("reason", "version"))
         )
         if not fine:
             raise MergeError(

@@ -6,6 +6,7 @@ runner (:mod:`.runner`), expected failures (:mod:`.expected`) and what the repor
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -61,9 +62,16 @@ class Plan:
         return {entry.name: entry.runtime for entry in self.listed if entry.available is None}
 
     def runtimes(self) -> list[dict[str, Any]]:
-        """The report's ``runtimes``."""
+        """The report's ``runtimes``: each one's name, description, whether it ran and why not, and
+        its own version (null when it gives none)."""
         return [
-            {"name": e.name, "description": e.description, "available": e.available is None, "reason": e.available}
+            {
+                "name": e.name,
+                "description": e.description,
+                "available": e.available is None,
+                "reason": e.available,
+                "version": e.version,
+            }
             for e in self.listed
         ]
 
@@ -82,11 +90,23 @@ def choose(entries: Sequence[registry.Entry], names: Sequence[str] | None) -> li
     return [known[name] for name in dict.fromkeys(names)]
 
 
+def _hint(cases: Sequence[Case], patterns: Sequence[str]) -> str:
+    """For a selection that matches nothing: the tags, families and ids close to each pattern
+    (:func:`difflib.get_close_matches`), and where the ids are listed."""
+    names = {name for case in cases for name in (*case.tags, sampling.family(case.id), case.id)}
+    close = [match for pattern in patterns for match in difflib.get_close_matches(pattern, sorted(names), n=5)]
+    near = f"; did you mean {', '.join(dict.fromkeys(close))}?" if close else ""
+    return f"{near} (ctcop conformance --list prints the case ids; tags and families select too)"
+
+
 def select_cases(patterns: Sequence[str], shard_spec: tuple[int, int] | None, root: str | None = None) -> list[Any]:
-    """The cases of ``patterns`` (tags or globs; none: all but scale), then of the shard."""
-    chosen = corpus.select(corpus.load_all(root), list(patterns) or None)
+    """The cases of ``patterns`` (tags, folders of ids or globs, :func:`corpus.select`; none: all
+    but scale), then of the shard."""
+    every = corpus.load_all(root)
+    chosen = corpus.select(every, list(patterns) or None)
     if not chosen:
-        raise PlanError("select", f"{', '.join(patterns) or 'the default selection'} matches no case of the corpus")
+        where = ", ".join(patterns) or "the default selection"
+        raise PlanError("select", f"{where} matches no case of the corpus{_hint(every, patterns)}")
     return shard.select(chosen, [case.id for case in chosen], shard_spec)
 
 
