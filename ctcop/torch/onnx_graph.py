@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
@@ -175,12 +174,17 @@ def _logits(g: GraphBuilder, read: str, compute: int) -> tuple[str, str]:
     return values, g.Where(g.IsInf(shift, detect_positive=0), zero, shift)
 
 
-def _correction(g: GraphBuilder, logits: str, top: str, active: str) -> str:
-    """sum over the active frames of the log-sum-exp over the columns [N], float64."""
+def _corrected(g: GraphBuilder, core: str, logits: str, top: str, active: str, compute: int) -> str:
+    """The corrected loss [N] in ``compute``: CTCLoss-4's loss ``core`` less the sum over the
+    active frames of the log-sum-exp over the columns, summed and subtracted in float64 (spec
+    14.1). Only finite values pass through float64: +inf and NaN are set afterwards, in
+    ``compute`` (:func:`_read_out`), as OpenVINO's CPU plugin turns +inf in a float64 value into
+    float32's largest (D5)."""
     axis2 = g.i64([2])
     lse = g.Add(g.Squeeze(top, axis2), g.Log(g.ReduceSum(g.Exp(g.Sub(logits, top)), axis2, keepdims=0)))
     kept = g.Where(active, g.Cast(lse, to=DOUBLE), g.f64(0.0))
-    return g.ReduceSum(kept, g.i64([0]), keepdims=0)
+    loss = g.Sub(g.Cast(core, to=DOUBLE), g.ReduceSum(kept, g.i64([0]), keepdims=0))
+    return loss if compute == DOUBLE else g.Cast(loss, to=compute)
 
 
 def _ctc_node(g: GraphBuilder, logits: str, mask: str, labels: str, name: str) -> str:
@@ -191,27 +195,48 @@ def _ctc_node(g: GraphBuilder, logits: str, mask: str, labels: str, name: str) -
     return out
 
 
-def _reduced(g: GraphBuilder, loss: str, lengths: _Lengths, call: TorchCtcCall) -> str:
-    """zero_infinity, then the reduction, on float64 [N] losses."""
+@dataclass(frozen=True)
+class _Specials:
+    """Run-time zeros [N], +inf and NaN of the compute type: made from the input lengths (0 * |n|,
+    1/0, 0/0), never constants, so no runtime's handling of constants reaches them (D7: under
+    float16 inference precision OpenVINO's CPU plugin turns an inf or NaN constant into 65504);
+    ``compute`` is their element type (TensorProto code)."""
+
+    compute: int
+    zeros: str
+    infinity: str
+    nan: str
+
+    @staticmethod
+    def of(g: GraphBuilder, lengths: _Lengths, compute: int) -> _Specials:
+        zeros = g.Mul(g.Abs(g.Cast(lengths.frames, to=compute)), g.const(0.0, compute))
+        return _Specials(compute, zeros, g.Div(g.const(1.0, compute), zeros), g.Div(zeros, zeros))
+
+
+def _reduced(g: GraphBuilder, loss: str, lengths: _Lengths, call: TorchCtcCall, specials: _Specials) -> str:
+    """zero_infinity, then the reduction, on the [N] losses in the compute type (as PyTorch
+    reduces, in the log-probs' type)."""
     if call.zero_infinity:
-        loss = g.Where(g.Equal(loss, g.f64(np.inf)), g.f64(0.0), loss)
+        loss = g.Where(g.IsInf(loss, detect_negative=0), specials.zeros, loss)
     if call.reduction == "sum":
         return g.ReduceSum(loss, keepdims=0)
     if call.reduction == "mean":
-        divisors = g.Cast(g.Max(lengths.targets, g.i64(1)), to=DOUBLE)
+        divisors = g.Cast(g.Max(lengths.targets, g.i64(1)), to=specials.compute)
         return g.ReduceMean(g.Div(loss, divisors), keepdims=0)
     return loss if call.batched else g.Squeeze(loss, g.i64([0]))
 
 
-def _read_out(g: GraphBuilder, core: str, correction: str, lengths: _Lengths, faults: str) -> str:
-    """PyTorch's per-sample loss, float64 [N]: the corrected loss; +inf where no aligned path has
-    a nonzero probability or the target is longer than its frames; NaN for faults."""
-    inf = g.f64(np.inf)
-    loss = g.Sub(g.Cast(core, to=DOUBLE), correction)
-    loss = g.Where(g.GreaterOrEqual(loss, g.f64(DEAD_LOSS)), inf, loss)
-    too_long = g.And(g.Greater(lengths.targets, lengths.frames), g.Not(g.IsNaN(loss)))
-    loss = g.Where(too_long, inf, loss)
-    return g.Where(faults, g.f64(np.nan), loss)
+def _read_out(g: GraphBuilder, loss: str, lengths: _Lengths, faults: str, specials: _Specials) -> str:
+    """PyTorch's per-sample loss [N] from the corrected loss: +inf where no aligned path has a
+    nonzero probability or the target is longer than its frames; NaN for faults. NaN is tested
+    for itself before any comparison (OpenVINO's CPU plugin orders NaN above every number on
+    AVX-512 CPUs, spec 14.4)."""
+    number = g.Not(g.IsNaN(loss))
+    dead = g.And(g.GreaterOrEqual(loss, g.const(DEAD_LOSS, specials.compute)), number)
+    loss = g.Where(dead, specials.infinity, loss)
+    too_long = g.And(g.Greater(lengths.targets, lengths.frames), number)
+    loss = g.Where(too_long, specials.infinity, loss)
+    return g.Where(faults, specials.nan, loss)
 
 
 def _expansion(g: GraphBuilder, node: onnx.NodeProto, name: str) -> None:
@@ -236,8 +261,9 @@ def _expansion(g: GraphBuilder, node: onnx.NodeProto, name: str) -> None:
     compacted = _compacted(g, _labels(g, rows, lengths, call.blank, sizes), lengths, call.blank, sizes)
     logits, top = _logits(g, _read(g, x, compacted.columns, sizes), compute)
     core = _ctc_node(g, logits, mask, compacted.labels, name)
-    loss = _read_out(g, core, _correction(g, logits, top, active), lengths, faults)
-    g.node("Cast", [_reduced(g, loss, lengths, call)], [node.output[0]], to=dtype)
+    specials = _Specials.of(g, lengths, compute)
+    loss = _read_out(g, _corrected(g, core, logits, top, active, compute), lengths, faults, specials)
+    g.node("Cast", [_reduced(g, loss, lengths, call, specials)], [node.output[0]], to=dtype)
 
 
 def finish_onnx(model: onnx.ModelProto) -> onnx.ModelProto:
