@@ -15,7 +15,14 @@ from .errors import InvalidInputError
 if TYPE_CHECKING:
     from .decode import greedy_decode
     from .recursion import get_num_threads, set_num_threads
-    from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_grad
+    from .reference import (
+        ctc_loss,
+        ctc_loss_grad,
+        ctc_loss_or_nan,
+        openvino_ctc_loss,
+        openvino_ctc_loss_grad,
+        openvino_ctc_loss_or_nan,
+    )
 
 __all__ = [
     "InvalidInputError",
@@ -26,6 +33,7 @@ __all__ = [
     "greedy_decode",
     "openvino_ctc_loss",
     "openvino_ctc_loss_grad",
+    "openvino_ctc_loss_or_nan",
     "openvino_extensions",
     "set_num_threads",
 ]
@@ -37,6 +45,7 @@ _HOME = {
     "ctc_loss_or_nan": ".reference",
     "openvino_ctc_loss": ".reference",
     "openvino_ctc_loss_grad": ".reference",
+    "openvino_ctc_loss_or_nan": ".reference",
     "greedy_decode": ".decode",
     "get_num_threads": ".recursion",
     "set_num_threads": ".recursion",

@@ -126,6 +126,40 @@ def openvino_ctc_loss(
 
 
 @refusing_memory_errors("logits")
+def openvino_ctc_loss_or_nan(
+    logits: npt.ArrayLike,
+    logit_length: npt.ArrayLike,
+    labels: npt.ArrayLike,
+    label_length: npt.ArrayLike,
+    blank_index: npt.ArrayLike | None = None,
+    *,
+    preprocess_collapse_repeated: bool = False,
+    ctc_merge_repeated: bool = True,
+    unique: bool = False,
+) -> np.ndarray:
+    """What ctcop's released lowerings compute for *any* input of the declared ranks and types
+    (spec 11.5, released form): :func:`openvino_ctc_loss` on valid input; NaN for each sample
+    :func:`ctcop.canonical.openvino_faults` finds faulty (a length outside [0, T], a target
+    entry that is not a class other than the blank), the others unaffected; every loss NaN for a
+    batch fault (a ``blank_index`` outside [0, C-1], lengths or labels not [N], [N, T], [N], C = 0).
+    Ranks and element types still raise :class:`ctcop.InvalidInputError`."""
+    attributes = {
+        "preprocess_collapse_repeated": preprocess_collapse_repeated,
+        "ctc_merge_repeated": ctc_merge_repeated,
+        "unique": unique,
+    }
+    faults = canonical.openvino_faults(logits, logit_length, labels, label_length, blank_index, **attributes)
+    values = np.asarray(logits)
+    if faults.all():
+        return np.full(faults.shape, np.nan, dtype=values.dtype)
+    frames, targets = (np.asarray(lengths) for lengths in (logit_length, label_length))
+    emptied = [np.where(faults, 0, lengths).astype(lengths.dtype) for lengths in (frames, targets)]
+    loss = openvino_ctc_loss(values, emptied[0], labels, emptied[1], blank_index, **attributes)
+    loss[faults] = np.nan
+    return loss
+
+
+@refusing_memory_errors("logits")
 def openvino_ctc_loss_grad(
     logits: npt.ArrayLike,
     logit_length: npt.ArrayLike,

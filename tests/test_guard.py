@@ -16,7 +16,7 @@ import pytest
 import ctcop
 from ctcop import cli
 from ctcop.openvino import declared_precision_config
-from ctcop.openvino.guard import KERNEL_SUFFIX
+from ctcop.openvino.stage import KERNEL
 from ctcop.tolerance import compare
 
 N, T, FEATURES, C = 4, 8, 6, 5
@@ -133,8 +133,9 @@ def test_guard_keeps_the_models_names_and_guards_every_layer(tmp_path, capsys) -
     assert [i.get_names() for i in after.inputs] == [i.get_names() for i in before.inputs]
     assert [o.get_names() for o in after.outputs] == [o.get_names() for o in before.outputs]
     names = {op.get_friendly_name(): op.get_type_name() for op in after.get_ops()}
-    assert names["ctc_loss_0"] != "CTCLoss" and names["ctc_loss_0" + KERNEL_SUFFIX] == "CTCLoss"
-    assert "ctc_loss_1" + KERNEL_SUFFIX in names
+    flags = "preprocess_collapse_repeated=0,ctc_merge_repeated=1,unique=0"
+    assert names["ctc_loss_0"] != "CTCLoss" and names[f"ctc_loss_0/ctcop:released:{flags}/{KERNEL}"] == "CTCLoss"
+    assert f"ctc_loss_1/ctcop:released:{flags}/{KERNEL}" in names
 
 
 def test_an_absent_attribute_is_read_as_openvino_reads_it(tmp_path, capsys) -> None:
@@ -170,7 +171,9 @@ def test_eval_agrees_on_the_guarded_model_where_the_native_one_crashes_or_disagr
         (native,) = original
         assert native["verdict"] in native_verdicts
         after = eval_verdicts(path, str(tmp_path / "inputs.npz"), str(tmp_path / "b.json"))
-        assert [(layer["name"], layer["verdict"]) for layer in after] == [("ctc_loss_0" + KERNEL_SUFFIX, "agree")]
+        assert [(layer["name"], layer["form"], layer["verdict"]) for layer in after] == [
+            ("ctc_loss_0", "guarded", "agree")
+        ]
 
 
 @pytest.mark.parametrize(

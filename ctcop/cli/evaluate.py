@@ -49,6 +49,11 @@ def add_parser(commands: Commands) -> None:
         choices=["declared", "native"],
         help="OpenVINO's inference precision: the layer's declared type (default) or the device's default",
     )
+    parser.add_argument(
+        "--kernels",
+        action="store_true",
+        help="also evaluate the native CTCLoss-4 kernels inside ctcop's lowerings (what they are fed, not the model)",
+    )
     parser.add_argument("--json", help="write the results to this file")
     parser.set_defaults(run=run)
 
@@ -101,7 +106,7 @@ def _evaluate(args: argparse.Namespace, evaluation: _Evaluation) -> None:
 
     read = model_files(args.model)
     before = fingerprint(read)
-    opened = model.open_model(args.model)
+    opened = model.open_model(args.model, args.kernels)
     layers = _selected_layers(opened, args.layer)
     runtime = args.runtime or ("openvino" if opened.file.kind == "ir" else "onnxruntime")
     if runtime == "onnxruntime" and opened.file.kind == "ir":
@@ -119,7 +124,7 @@ def _evaluate(args: argparse.Namespace, evaluation: _Evaluation) -> None:
         chosen = feeds.random_feeds(opened.inputs, list(opened.layers), 0 if args.seed is None else args.seed)
     precision = args.precision or "declared"
     kind, device, results = opened.file.kind, evaluation.device, evaluation.results
-    evaluate.evaluate_layers(args.model, kind, layers, chosen, runtime, device, results, precision)
+    evaluate.evaluate_layers(args.model, kind, layers, chosen, runtime, device, results, precision, args.kernels)
     if fingerprint(read) != before:  # the runtime's worker reads the files again: they must be the ones checked
         results.clear()
         raise InvalidInputError("model", f"{args.model!r} changed while ctcop eval read it; nothing is reported")

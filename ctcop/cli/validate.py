@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 def add_parser(commands: Commands) -> None:
     parser = commands.add_parser("validate", help="list and statically check the CTCLoss layers of an IR/ONNX file")
     parser.add_argument("model", help="an IR .xml (its .bin beside it) or an .onnx file")
+    parser.add_argument(
+        "--kernels", action="store_true", help="also list the native CTCLoss-4 kernels inside ctcop's lowerings"
+    )
     parser.set_defaults(run=run)
 
 
@@ -30,10 +33,10 @@ def run(args: argparse.Namespace) -> int:
     """List the CTCLoss layers of a model and check each against the spec and the schema."""
     from ..layers import model, validate
 
-    opened = model.open_model(args.model)
+    opened = model.open_model(args.model, args.kernels)
     errors = 0
     for layer in opened.layers:
-        flags = ",".join(f"{k}={v}" for k, v in layer.attributes.items())
+        flags = ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in layer.attributes.items())
         show(f"layer {layer.name} [{layer.form}] {flags}")
         for port in layer.ports:
             show(_port_line(port))

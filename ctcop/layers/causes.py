@@ -13,8 +13,15 @@ from .result import LayerResult
 from .validate import attributes_of
 
 # The conformance runtime that runs each form of layer on OpenVINO: the released layer is
-# OpenVINO's own kernel, ctcop's IR layer the custom op, ctcop's ONNX node the extension's lowering.
-ON_OPENVINO = {"released": "openvino", "ctcop-ir": "openvino-custom", "ctcop-onnx": "openvino-onnx"}
+# OpenVINO's own kernel, ctcop's lowerings its IR, ctcop's IR layer the custom op, ctcop's ONNX
+# node the extension's lowering.
+ON_OPENVINO = {
+    "released": "openvino",
+    "guarded": "openvino-ir",
+    "lowered": "openvino-ir",
+    "ctcop-ir": "openvino-custom",
+    "ctcop-onnx": "openvino-onnx",
+}
 
 
 def likely_cause(layer: Layer, inputs: list[np.ndarray], verdict: str, runtime: str) -> str:

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from .. import canonical
 from ..errors import InvalidInputError
 from ..isolated import Failed, Lost, call
-from ..reference import ctc_loss, openvino_ctc_loss
-from ..tolerance import compare, max_errors
+from ..reference import ctc_loss, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_or_nan
+from ..tolerance import describe, max_errors, mismatch
 from .causes import likely_cause, precision_cause
 from .find import Layer
 from .result import LayerResult
@@ -33,14 +34,68 @@ WORKER = "ctcop.layers.worker:evaluate"
 WORKER_TIMEOUT_S = 600.0
 
 
-def reference_loss(layer: Layer, inputs: list[np.ndarray]) -> np.ndarray:
-    """The reference for ``layer`` on its input values (raises :class:`InvalidInputError`)."""
+SHOWN_FAULTS = 3  # invalid samples whose rule a cause quotes
+
+
+def _alone(layer: Layer, inputs: list[np.ndarray], sample: int) -> list[np.ndarray]:
+    """``inputs`` with every sample but ``sample`` replaced by a valid empty one (no frames, no
+    labels), so that the reference names the rule ``sample`` breaks at its own index."""
+    others = np.arange(inputs[0].shape[0 if layer.spec_form == "openvino" else 1]) != sample
+    changed = list(inputs)
+    if layer.spec_form == "openvino":
+        for k in (1, 3):  # logit_length, label_length
+            changed[k] = np.where(others, 0, inputs[k]).astype(inputs[k].dtype)
+    else:
+        changed[1] = np.where(others[None, :], 0, inputs[1]).astype(inputs[1].dtype)
+        empty = -1 if inputs[2].dtype.kind == "i" else 0
+        changed[2] = np.where(others[:, None], empty, inputs[2]).astype(inputs[2].dtype)
+    return changed
+
+
+def _strict(layer: Layer, inputs: list[np.ndarray]) -> np.ndarray:
+    attributes = attributes_of(layer)
+    if layer.spec_form == "openvino":
+        blank = inputs[4] if len(inputs) > 4 else None
+        return openvino_ctc_loss(inputs[0], inputs[1], inputs[2], inputs[3], blank, **attributes)
+    return ctc_loss(inputs[0], inputs[1], inputs[2], **attributes)
+
+
+def invalid_samples(layer: Layer, inputs: list[np.ndarray], faults: np.ndarray) -> str:
+    """What is invalid in the samples ``faults`` marks: each sample's first broken rule (the
+    reference's own message), or the batch's when every sample is at fault for one reason."""
+    try:
+        _strict(layer, inputs)
+    except InvalidInputError as error:
+        batch = str(error)
+    else:
+        return ""
+    shown = []
+    for sample in np.flatnonzero(faults)[:SHOWN_FAULTS]:
+        try:
+            _strict(layer, _alone(layer, inputs, int(sample)))
+        except InvalidInputError as error:
+            shown.append(str(error))
+    if not shown:  # the fault is the batch's: a shape, the blank, C = 0
+        return f"every sample is invalid input: {batch}"
+    more = f" (and {int(faults.sum()) - len(shown)} more)" if faults.sum() > len(shown) else ""
+    samples = ", ".join(str(int(i)) for i in np.flatnonzero(faults))
+    return f"invalid input in sample{'s' if faults.sum() > 1 else ''} {samples}, NaN expected: {'; '.join(shown)}{more}"
+
+
+def reference_loss(layer: Layer, inputs: list[np.ndarray]) -> tuple[np.ndarray, str]:
+    """The reference for ``layer`` on its input values, read as ctcop's exported graphs read any
+    input (spec 11.5): NaN for each sample that breaks a rule of the values, with what it breaks
+    ("" when every sample is valid). A rank or an element type raises :class:`InvalidInputError`."""
     attributes = attributes_of(layer)
     if layer.spec_form == "openvino":
         logits, logit_length, labels, label_length = inputs[:4]
         blank = inputs[4] if len(inputs) > 4 else None
-        return openvino_ctc_loss(logits, logit_length, labels, label_length, blank, **attributes)
-    return ctc_loss(inputs[0], inputs[1], inputs[2], **attributes)
+        faults = canonical.openvino_faults(logits, logit_length, labels, label_length, blank, **attributes)
+        expected = openvino_ctc_loss_or_nan(logits, logit_length, labels, label_length, blank, **attributes)
+    else:
+        faults = canonical.time_major_faults(inputs[0], inputs[1], inputs[2])[3]
+        expected = ctc_loss_or_nan(inputs[0], inputs[1], inputs[2], **attributes)
+    return expected, invalid_samples(layer, inputs, faults) if faults.any() else ""
 
 
 def _finished(folder: str, index: int) -> bool:
@@ -80,30 +135,35 @@ def _verdict(layer: Layer, errors: list[str], folder: str, runtime: str, precisi
         with open(precision_path, encoding="utf-8") as file:
             result.compiled_precision = json.load(file)["compiled"]
     inputs_path = os.path.join(folder, f"{layer.index}.inputs.npz")
-    inputs = []
+    inputs, invalid = [], ""
     if os.path.exists(inputs_path):
         with np.load(inputs_path, allow_pickle=False) as archive:
             computed = [archive[f"arr_{k}"] for k in range(len(archive.files))]
         # Constants as the file holds them (spec 13): the CPU plugin hands int64 values on wrapped (D6).
         inputs = [p.constant if p.constant is not None else v for p, v in zip(layer.ports, computed, strict=False)]
         try:
-            expected = reference_loss(layer, inputs)
+            expected, invalid = reference_loss(layer, inputs)
         except InvalidInputError as error:
             result.verdict, result.cause = "invalid-input", str(error)
             return result
         result.reference = [float(v) for v in expected]
+        result.note = invalid
     loss_path, error_path = (os.path.join(folder, f"{layer.index}.{k}") for k in ("loss.npy", "error.txt"))
     if os.path.exists(loss_path):
         got = np.load(loss_path, allow_pickle=False)
         result.runtime = [float(v) for v in np.ravel(got)]
         if result.reference is not None:
             result.max_abs_err, result.max_rel_err = max_errors(got, expected)
-            problem = compare(got, expected, str(expected.dtype))
-            result.verdict = "disagree" if problem else "agree"
-            result.cause = problem or ""
+            found = mismatch(got, expected, str(expected.dtype))
+            result.verdict = "disagree" if found else "agree"
+            result.cause = "" if found is None else describe(found)
     elif os.path.exists(error_path):
         with open(error_path, encoding="utf-8") as file:
-            result.verdict, result.cause = "error", file.read()
+            raised = file.read()
+        # a runtime may refuse invalid input by raising (spec 11.5): then nothing is compared
+        result.verdict, result.cause = (
+            ("invalid-input", f"the runtime raised {raised}") if invalid else ("error", raised)
+        )
     else:
         result.verdict, result.cause = "crash", "the runtime's worker process died"
     known = likely_cause(layer, inputs, result.verdict, runtime)
@@ -144,10 +204,12 @@ def evaluate_layers(
     device: str,
     into: list[LayerResult] | None = None,
     precision: str = "declared",
+    kernels: bool = False,
 ) -> list[LayerResult]:
     """Every layer of ``layers`` by the reference and, in worker processes, by ``runtime``;
     OpenVINO compiles at the layer's declared precision or, with ``precision`` "native", at the
-    device's default (spec 13). The results also go into ``into``; when an interruption
+    device's default (spec 13); ``kernels`` as given to :func:`ctcop.layers.model.open_model` for
+    ``layers``. The results also go into ``into``; when an interruption
     (KeyboardInterrupt) stops the workers, ``into`` holds the layers whose outcome was known by
     then and the interruption propagates."""
     results: list[LayerResult] = [] if into is None else into
@@ -167,6 +229,7 @@ def evaluate_layers(
             "precision": precision,
             "feeds": feeds_path,
             "feed_names": list(feeds),
+            "kernels": kernels,
         }
         settled: set[int] = set()
         try:

@@ -13,7 +13,16 @@ from ..errors import InvalidInputError
 from ..schema import encoding, form
 from .files import IR_LAYER_ID
 
-FORMS = {"released": "openvino", "ctcop-ir": "time_major", "ctcop-onnx": "time_major"}
+# Each form of layer (:class:`Layer`) and the schema form whose op it computes: OpenVINO's released
+# CTCLoss-4, ctcop's guarded lowering of it, ctcop's time-major lowering, custom IR layer and ONNX node.
+FORMS = {
+    "released": "openvino",
+    "guarded": "openvino",
+    "lowered": "time_major",
+    "ctcop-ir": "time_major",
+    "ctcop-onnx": "time_major",
+}
+STAGE_FORMS = {"openvino": "guarded", "time_major": "lowered"}  # a lowering's layer form by its schema form
 
 
 @dataclass(frozen=True)
@@ -30,7 +39,7 @@ class Port:
 
 @dataclass(frozen=True)
 class Layer:
-    """A CTCLoss layer: ``form`` is "released", "ctcop-ir" or "ctcop-onnx"; ``index`` its place
+    """A CTCLoss layer: ``form`` one of :data:`FORMS`; ``index`` its place
     among the model's layers (the worker refers to it by that); ``ir_id`` its IR layer id where
     the model was read by :func:`ctcop.layers.files.load_ir_model`, else "" (spec 13)."""
 
@@ -78,25 +87,58 @@ def onnx_type_name(code: int) -> str:
     return type_name(code)
 
 
-def openvino_layer_nodes(model: Any) -> list[Any]:
-    """The released and custom CTCLoss nodes of an ``openvino.Model``, in topological order."""
+@dataclass(frozen=True)
+class Endpoints:
+    """Where one layer of an ``openvino.Model`` reads and writes: ``form`` as in :class:`Layer`,
+    ``inputs`` the values it reads (port order), ``output`` its loss, ``node`` the CTCLoss node
+    for a native or custom layer (None for a ctcop lowering)."""
+
+    name: str
+    form: str
+    attributes: dict[str, Any]
+    inputs: tuple[Any, ...]
+    output: Any
+    node: Any = None
+
+
+def openvino_endpoints(model: Any, kernels: bool = False) -> list[Endpoints]:
+    """The layers of an ``openvino.Model``'s main graph in topological order: each ctcop lowering
+    read back as the layer it computes (:mod:`ctcop.openvino.stage`; form "guarded" for the
+    released form, "lowered" for the time-major one), each released CTCLoss-4 and custom layer
+    as it is; the native kernels inside ctcop's lowerings only with ``kernels``."""
+    from ..openvino.stage import KERNEL, kernel_ids, stages
+
+    found = stages(model)
+    inner = set() if kernels else kernel_ids(found)
+    shown = {kernel.get_instance_id(): f"{stage.name}/{KERNEL}" for stage in found for kernel in stage.kernels}
     versions = ("opset4", encoding("openvino_custom")["version"])
-    return [
-        node
-        for node in model.get_ordered_ops()
-        if node.get_type_name() == "CTCLoss" and node.get_type_info().version_id in versions
-    ]
+    by_output: dict[int, Endpoints] = {}
+    for stage in found:
+        by_output.setdefault(
+            stage.output.get_node().get_instance_id(),
+            Endpoints(stage.name, STAGE_FORMS[stage.form], stage.attributes, stage.inputs, stage.output),
+        )
+    layers: list[Endpoints] = []
+    for node in model.get_ordered_ops():
+        identity = node.get_instance_id()
+        if identity in by_output:
+            layers.append(by_output.pop(identity))
+        native = node.get_type_name() == "CTCLoss" and node.get_type_info().version_id in versions
+        if native and identity not in inner:
+            layer_form = "released" if node.get_type_info().version_id == "opset4" else "ctcop-ir"
+            inputs = tuple(node.input_values())
+            name = shown.get(identity, node.get_friendly_name())
+            layers.append(Endpoints(name, layer_form, {}, inputs, node.output(0), node))
+    return layers + list(by_output.values())
 
 
-def openvino_layers(model: Any) -> list[Layer]:
-    """The released and custom CTCLoss layers of an ``openvino.Model``, in topological order."""
+def openvino_layers(model: Any, kernels: bool = False) -> list[Layer]:
+    """The layers of an ``openvino.Model`` (:func:`openvino_endpoints`) described as :class:`Layer`."""
     layers: list[Layer] = []
-    for node in openvino_layer_nodes(model):
-        info = node.get_type_info()
-        layer_form = "released" if info.version_id == "opset4" else "ctcop-ir"
-        names = form(FORMS[layer_form]).input_names
+    for found in openvino_endpoints(model, kernels):
+        names = form(FORMS[found.form]).input_names
         ports = []
-        for position, source in enumerate(node.input_values()):
+        for position, source in enumerate(found.inputs):
             producer = source.get_node()
             is_constant = producer.get_type_name() == "Constant"
             ports.append(
@@ -111,13 +153,14 @@ def openvino_layers(model: Any) -> list[Layer]:
                     np.array(producer.get_data()) if is_constant else None,
                 )
             )
-        output_type = ov_type_name(node.get_output_element_type(0))
-        attributes = dict(node.get_attributes())
-        rt_info = node.get_rt_info()
-        ir_id = rt_info[IR_LAYER_ID].astype(str) if IR_LAYER_ID in rt_info else ""
-        layers.append(
-            Layer(len(layers), node.get_friendly_name(), layer_form, tuple(ports), attributes, output_type, "", ir_id)
-        )
+        output_type = ov_type_name(found.output.get_element_type())
+        if found.node is not None:
+            attributes = dict(found.node.get_attributes())
+            rt_info = found.node.get_rt_info()
+            ir_id = rt_info[IR_LAYER_ID].astype(str) if IR_LAYER_ID in rt_info else ""
+        else:
+            attributes, ir_id = dict(found.attributes), ""
+        layers.append(Layer(len(layers), found.name, found.form, tuple(ports), attributes, output_type, "", ir_id))
     return layers
 
 

@@ -27,16 +27,17 @@ class OpenedModel:
     nested_layers: int = 0
 
 
-def open_model(path: str) -> OpenedModel:
-    """The model at ``path`` (IR or ONNX), the CTCLoss layers of its main graph and its inputs; a
-    model without any is an :class:`InvalidInputError`, which counts those inside bodies (If, Loop,
-    TensorIterator), not evaluated (spec 13)."""
+def open_model(path: str, kernels: bool = False) -> OpenedModel:
+    """The model at ``path`` (IR or ONNX), the CTCLoss layers of its main graph and its inputs
+    (ctcop's lowerings as the layers they compute; with ``kernels`` also the native kernels
+    inside them); a model without any is an :class:`InvalidInputError`, which counts those inside
+    bodies (If, Loop, TensorIterator), not evaluated (spec 13)."""
     checked = checked_model_file(path)
     if checked.kind == "ir":
         model = load_ir_model(path)
         layers = [
             replace(layer, attributes=checked.ctc_attributes.get(layer.ir_id, layer.attributes))
-            for layer in openvino_layers(model)
+            for layer in openvino_layers(model, kernels)
         ]
         inputs = [
             ModelInput(

@@ -46,6 +46,8 @@ def format_table(results: list[LayerResult]) -> list[str]:
             f"  max abs err {_error(result.max_abs_err)}  max rel err {_error(result.max_rel_err)}  "
             f"verdict {result.verdict.upper()}"
         )
+        if result.note:
+            lines.append(f"  note: {result.note}")
         if result.verdict != "agree" and result.cause:
             lines.append(f"  cause: {result.cause}")
     return lines

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 @dataclass
 class LayerResult:
-    """What ``ctcop eval`` reports for one layer (the JSON's ``layers`` entries)."""
+    """What ``ctcop eval`` reports for one layer (the JSON's ``layers`` entries): ``cause`` why it
+    does not agree, ``note`` what the reference read as invalid input (NaN expected there)."""
 
     name: str
     form: str
@@ -18,5 +19,6 @@ class LayerResult:
     max_rel_err: float | None = None
     verdict: str = ""
     cause: str = ""
+    note: str = ""
     precision: str | None = None
     compiled_precision: str | None = None

@@ -91,18 +91,18 @@ def _fed(compiled: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def _ir_layers(request: dict[str, Any], feeds: dict[str, np.ndarray]) -> None:
     from .files import load_ir_model
-    from .find import openvino_layer_nodes
+    from .find import openvino_endpoints
 
     model = load_ir_model(request["model"])
-    nodes = openvino_layer_nodes(model)
+    layers = openvino_endpoints(model, request["kernels"])
     for index in request["layers"][request["start"] :]:
-        node = nodes[index]
+        layer = layers[index]
         try:  # the runtime's refusal, of the layer's inputs or of the layer, is a finding
-            config = _config(request, node.get_input_element_type(0))
-            inputs, precision = _openvino_values(model, list(node.input_values()), feeds, request["device"], config)
+            config = _config(request, layer.inputs[0].get_element_type())
+            inputs, precision = _openvino_values(model, list(layer.inputs), feeds, request["device"], config)
             _write(request, index, "precision.json", precision)
             _write(request, index, "inputs.npz", inputs)
-            (loss,), _ = _openvino_values(model, [node.output(0)], feeds, request["device"], config)
+            (loss,), _ = _openvino_values(model, [layer.output], feeds, request["device"], config)
         except Exception as error:
             _write(request, index, "error.txt", error)
             continue

@@ -4,9 +4,11 @@ guarded released lowering of :mod:`.released` (spec 12.1), fed by the same produ
 The rewritten model keeps its parameters, results, tensor names and the layer's friendly name
 (now the name of the node that gives the loss); it computes, for every input, what the spec's
 released form gives (NaN where a rule is broken, spec 11.5) instead of what OpenVINO's kernel
-gives (its defects D1, D2, D3, D6, D8, D9, D10, D11; spec 12.2). The kernel inside the lowering
-is itself a CTCLoss-4 node, named after the layer with :data:`KERNEL_SUFFIX`, which only ever
-sees input it computes correctly.
+gives (its defects D1, D2, D3, D6, D8, D9, D10, D11; spec 12.2). The lowering's nodes are named as
+a stage inside the layer (:mod:`.stage`: ``NAME/ctcop:released:FLAGS/...``), so that ``ctcop
+eval`` and ``validate`` read the layer back as the user wrote it; the kernel inside, itself a
+CTCLoss-4 node (``NAME/ctcop:released:FLAGS/guarded_kernel``), only ever sees input it computes
+correctly, and is never guarded again.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from ..attributes import Attributes
 from ..errors import InvalidInputError
 from ..schema import form
 from .released import RELEASED, ReleasedInputs, released_loss
+from .stage import kernel_ids, stages
 
-KERNEL_SUFFIX = "/guarded_kernel"
 RANKS = (3, 1, 2, 1, 0)  # logits, logit_length, labels, label_length, blank_index (spec 7)
 # The registry's defects of the native kernel (spec 12.2) that the lowering guards for every layer,
 # and those only an attribute exposes.
@@ -45,11 +47,15 @@ class Guarded:
 
 
 def released_nodes(model: Any) -> list[Any]:
-    """The native (opset4) CTCLoss nodes of an ``openvino.Model``'s main graph, in topological order."""
+    """The native (opset4) CTCLoss nodes of an ``openvino.Model``'s main graph that are not the
+    kernel of a ctcop lowering (:mod:`.stage`), in topological order."""
+    inner = kernel_ids(stages(model))
     return [
         node
         for node in model.get_ordered_ops()
-        if node.get_type_name() == "CTCLoss" and node.get_type_info().version_id == "opset4"
+        if node.get_type_name() == "CTCLoss"
+        and node.get_type_info().version_id == "opset4"
+        and node.get_instance_id() not in inner
     ]
 
 
@@ -83,16 +89,12 @@ def guard_node(model: Any, node: Any, attributes: Mapping[str, bool]) -> Guarded
     _checked_ranks(node)
     chosen = Attributes.of(attributes, form_name=RELEASED)
     name, sources = node.get_friendly_name(), list(node.input_values())
-    before = {n.get_instance_id() for n in released_nodes(model)}
-    loss = released_loss(ReleasedInputs(*sources), chosen)
+    loss = released_loss(ReleasedInputs(*sources), chosen, within=name)
     if loss.get_output_element_type(0) != node.get_output_element_type(0):
         raise InvalidInputError("model", f"layer {name!r}: its output type differs from its logits'")
     node.output(0).replace(loss.output(0))
     loss.set_friendly_name(name)
     model.validate_nodes_and_infer_types()
-    for kernel in released_nodes(model):
-        if kernel.get_instance_id() not in before:
-            kernel.set_friendly_name(name + KERNEL_SUFFIX)
     collapse = chosen["preprocess_collapse_repeated"] or chosen["unique"]
     defects = ALWAYS_GUARDED + (COLLAPSE_GUARDED if collapse else ())
     blank = _source(sources[4]) if len(sources) == 5 else ""

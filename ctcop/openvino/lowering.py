@@ -46,6 +46,8 @@ import numpy as np
 import openvino as ov
 import openvino.opset15 as ops
 
+from .stage import mark
+
 DUMMY_LOG_PROB = -1.0e4
 WIDE = 2.0**31  # a label at or beyond this (read as float32) is never a class
 NARROWED = (ov.Type.i64, ov.Type.u64, ov.Type.u32)  # what the CPU plugin wraps to int32 (D6)
@@ -274,13 +276,10 @@ def lower(
     merge_repeated: bool,
 ) -> ov.Node:
     """The [N] loss of the spec's time-major CTCLoss-4, built from stock OpenVINO operators; on
-    input that breaks a rule, NaN for the samples that break it (spec 11.5)."""
+    input that breaks a rule, NaN for the samples that break it (spec 11.5). Its nodes are named
+    as a stage (:func:`ctcop.openvino.stage.mark`)."""
+    attributes = {"preprocess_collapse_repeated": preprocess_collapse_repeated, "merge_repeated": merge_repeated}
     active, values, faults = sample_faults(inputs, sequence_mask, labels)
-    return guarded_loss(
-        inputs,
-        active,
-        values,
-        faults,
-        preprocess_collapse_repeated=preprocess_collapse_repeated,
-        merge_repeated=merge_repeated,
-    )
+    loss = guarded_loss(inputs, active, values, faults, **attributes)
+    sources = {"inputs": inputs, "sequence_mask": sequence_mask, "labels": labels}
+    return mark(loss, sources, "time_major", attributes)

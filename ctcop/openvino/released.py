@@ -49,6 +49,7 @@ from ..schema import form
 from .files import save_ir
 from .lowering import WIDE, disagrees, f32, fitted, guarded_loss, i64, positions
 from .precision import declared_precision_config
+from .stage import mark
 from .writer import ir_dim, named
 
 RELEASED = "openvino"
@@ -166,12 +167,16 @@ def core_attributes(attributes: Mapping[str, bool]) -> Attributes:
     return Attributes.of({"preprocess_collapse_repeated": collapse, "merge_repeated": chosen["ctc_merge_repeated"]})
 
 
-def released_loss(x: ReleasedInputs, attributes: Mapping[str, bool]) -> ov.Node:
+def released_loss(x: ReleasedInputs, attributes: Mapping[str, bool], within: str = "") -> ov.Node:
     """The [N] loss of the released CTCLoss-4 over ``x`` with the released form's ``attributes``,
-    in stock OpenVINO operators, a total function (spec 7, 11.5, 12.1)."""
+    in stock OpenVINO operators, a total function (spec 7, 11.5, 12.1). Its nodes are named as a
+    stage (:func:`ctcop.openvino.stage.mark`), inside the layer ``within`` where it replaces one."""
     chosen = Attributes.of(attributes, form_name=RELEASED)
     logits, active, labels, faults = _front(x, chosen["unique"])
-    return guarded_loss(logits, active, labels, faults, **core_attributes(chosen))
+    loss = guarded_loss(logits, active, labels, faults, **core_attributes(chosen))
+    given = (x.logits, x.logit_length, x.labels, x.label_length, x.blank_index)
+    sources = {port: value for port, value in zip(form(RELEASED).input_names, given, strict=True) if value is not None}
+    return mark(loss, sources, RELEASED, chosen, within)
 
 
 def released_ir_model(
