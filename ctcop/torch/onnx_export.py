@@ -14,6 +14,7 @@ placeholder node (:mod:`ctcop.torch.onnx_graph`), which :func:`finish_onnx` expa
 
 from __future__ import annotations
 
+import inspect
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,6 +37,58 @@ EXPORTERS = ("dynamo", "torchscript")
 DEFAULT_OPSET = 20
 _SCALAR_NAMES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64"}
 _SCALAR_NAMES |= {"Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
+
+
+# -- dynamic dimensions by default ------------------------------------------------------------------
+
+
+def _arguments(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``model.forward``'s parameters bound to ``args`` and ``kwargs``, by name."""
+    return dict(inspect.signature(model.forward).bind(*args, **(kwargs or {})).arguments)
+
+
+def _every_axis(value: Any) -> Any:
+    """torch.export's ``dynamic_shapes`` entry for ``value``: ``Dim.AUTO`` on every axis of each
+    tensor in it (tuples, lists and dicts followed), None for anything else."""
+    if isinstance(value, torch.Tensor):
+        return {axis: torch.export.Dim.AUTO for axis in range(value.dim())}
+    if isinstance(value, tuple | list):
+        return type(value)(_every_axis(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _every_axis(item) for key, item in value.items()}
+    return None
+
+
+def _tensor_names(name: str, value: Any) -> list[tuple[str, torch.Tensor]]:
+    """The tensors in ``value`` in the TorchScript exporter's input order (tuples and lists
+    flattened), each named ``name``, or ``name_0``, ``name_1``, ... where there are several."""
+    if isinstance(value, torch.Tensor):
+        return [(name, value)]
+    if isinstance(value, tuple | list):
+        return [leaf for k, item in enumerate(value) for leaf in _tensor_names(f"{name}_{k}", item)]
+    return []
+
+
+def _default_dynamic(
+    model: torch.nn.Module, args: tuple[Any, ...], exporter: str, options: dict[str, Any]
+) -> dict[str, Any]:
+    """``options`` with every axis of every tensor argument dynamic, where the caller gave
+    neither ``dynamic_shapes`` nor ``dynamic_axes`` (spec 14.4): under "dynamo"
+    ``dynamic_shapes`` of ``Dim.AUTO`` (torch.export keeps static the axes the model fixes, and
+    an axis of size 0 or 1 in ``args``); under "torchscript" ``dynamic_axes`` on every axis of
+    every tensor input, the inputs named after ``forward``'s parameters unless ``input_names``
+    names them."""
+    if "dynamic_shapes" in options or "dynamic_axes" in options:
+        return options
+    bound = _arguments(model, args, options.get("kwargs"))
+    if exporter == "dynamo":
+        return options | {"dynamic_shapes": {name: _every_axis(value) for name, value in bound.items()}}
+    tensors = [leaf for name, value in bound.items() for leaf in _tensor_names(name, value)]
+    given = list(options.get("input_names", []))
+    names = given + [name for name, _ in tensors[len(given) :]]
+    pairs = zip(names, (tensor for _, tensor in tensors), strict=False)  # input_names may name more
+    axes = {name: {axis: f"{name}_{axis}" for axis in range(tensor.dim())} for name, tensor in pairs}
+    return options | {"input_names": names, "dynamic_axes": axes}
 
 
 # -- the TorchScript exporter ---------------------------------------------------------------------
@@ -170,8 +223,12 @@ def export_onnx(
     ``nn.CTCLoss`` or ctcop's drop-ins, to ONNX: each call becomes standard operators around one
     ``ai.ctcop.CTCLoss`` node, computing what PyTorch computes (spec 14), with the node's
     model-local function; checked with ``onnx.checker`` (full_check) and written to ``path`` when
-    given. ``dynamic_axes`` ({input or output name: {axis: name}}) works with either exporter,
-    ``dynamic_shapes`` (torch.export's) with "dynamo". ``opset`` >= 18. ``custom_translation_table``
+    given. Every axis of every tensor argument is dynamic by default (batch, time, target width:
+    the model runs at any of them; under "dynamo" torch.export keeps static the axes the model
+    fixes, such as a Conv's channels, and any axis of size 0 or 1 in ``args``). ``dynamic_shapes``
+    (torch.export's, "dynamo") or ``dynamic_axes`` ({input or output name: {axis: name}},
+    "torchscript"; "dynamo" converts them, with a warning) choose instead: ``dynamic_axes={}``
+    or ``dynamic_shapes`` of None entries fix every axis. ``opset`` >= 18. ``custom_translation_table``
     ({torch op: onnxscript function}, "dynamo" only) adds translations of operators that
     onnxscript's library lacks to ctcop's (:func:`translation_table`: ``ctcop::ctc_loss`` and
     ``aten.masked_select``, which it may not replace). A call that no graph can express exactly
@@ -195,7 +252,7 @@ def export_onnx(
         "dynamic_shapes": dynamic_shapes,
         "custom_translation_table": dict(custom_translation_table) if custom_translation_table else None,
     }
-    options = {key: value for key, value in options.items() if value is not None}
+    options = _default_dynamic(model, tuple(args), exporter, {k: v for k, v in options.items() if v is not None})
     export = _dynamo if exporter == "dynamo" else _torchscript
     try:
         exported = export(model, tuple(args), options, opset)
