@@ -10,6 +10,7 @@ import pytest
 from models import openvino_acoustic_model
 
 import ctcop
+from ctcop import cli
 from ctcop.openvino import load_ir, save_ir
 
 
@@ -77,3 +78,44 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args: list[str], message: st
     assert result.stderr.count("\n") == 1  # argparse's usage errors too: no usage block
     kind = "usage" if "invalid choice" in message else "input"
     assert result.stderr.startswith(f"ctcop: invalid {kind}: ")
+
+
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``ctcop ARGS`` in this process: exit code, stdout, stderr."""
+    code = cli.main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+COMMANDS = ("example", "conformance", "conformance-merge", "conformance-diff", "export", "guard", "eval", "bench",
+            "defects", "validate")  # fmt: skip
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_usage_error_names_its_command_and_every_command_describes_itself(capsys, command: str) -> None:
+    code, out, err = in_process(capsys, command, "--no-such-option")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"ctcop: invalid usage: ctcop {command}: ") and err.count("\n") == 1
+    assert err.endswith(f" (see ctcop {command} --help)\n")
+    code, out, _ = in_process(capsys, command, "--help")
+    description = out.split("\n\n")[1]
+    assert code == 0 and not description.startswith(("positional arguments", "options")), out
+    assert in_process(capsys, "eval", "x.xml", "--foo")[2].startswith("ctcop: invalid usage: ctcop eval: unrecognized")
+
+
+def test_no_arguments_prints_the_help_and_exits_2(capsys) -> None:
+    code, out, err = in_process(capsys)
+    assert (code, err) == (2, "") and out.startswith("usage: ctcop ") and "Error policy" in out
+    assert all(command in out for command in COMMANDS)
+
+
+def test_both_spellings_of_the_merge_flag_set_either_forms_attribute(tmp_path, capsys) -> None:
+    for flag in ("--no-merge-repeated", "--no-ctc-merge-repeated"):
+        onnx_path, ir_path = tmp_path / f"{flag}.onnx", tmp_path / f"{flag}.xml"
+        assert in_process(capsys, "export", "-o", str(onnx_path), flag)[0] == 0
+        assert {a.name: a.i for a in onnx.load(onnx_path).graph.node[0].attribute}["merge_repeated"] == 0
+        assert in_process(capsys, "export", "--format", "ir", "--form", "released", "-o", str(ir_path), flag)[0] == 0
+        assert 'ctc_merge_repeated="false"' in ir_path.read_text()
+    default = tmp_path / "default.xml"
+    assert in_process(capsys, "export", "--format", "ir", "--form", "released", "-o", str(default))[0] == 0
+    assert 'ctc_merge_repeated="true"' in default.read_text()

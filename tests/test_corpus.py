@@ -32,7 +32,7 @@ def test_the_checked_in_corpus_is_what_the_generator_writes() -> None:
     command = [sys.executable, "-m", "ctcop.conformance.generate", "--check"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, "run `python -m ctcop.conformance.generate`:\n" + result.stdout + result.stderr
-    assert "0 file(s) differ" in result.stdout
+    assert "0 files differ" in result.stdout
 
 
 def test_check_exits_1_and_lists_what_differs(
@@ -57,7 +57,7 @@ def test_check_exits_1_and_lists_what_differs(
         "differs: spec/extra.txt (not generated)",
         "differs: spec/hand_worked/float64/expected_loss.npy",
     ]
-    assert "3 file(s) differ, 2 within float noise" in out
+    assert "3 files differ, 2 within float noise" in out
 
 
 def test_size_and_file_count_stay_small() -> None:

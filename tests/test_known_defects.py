@@ -170,8 +170,8 @@ def test_remeasure_keeps_the_cases_of_a_defect_that_varies_from_run_to_run() -> 
     assert updated["defects"][2]["cases"] == {"rt": ["spec/no_frames/float32", "spec/no_frames/float64"]}
     assert updated["defects"][0]["cases"] == {"rt": ["spec/empty/float32"]}
     assert lines == [
-        "D1 rt: no longer fails 1 case(s): spec/empty/float64",
-        "D3 rt: did not show on 1 case(s) this run, kept (it varies from run to run): spec/no_frames/float32",
+        "D1 rt: no longer fails 1 case: spec/empty/float64",
+        "D3 rt: did not show on 1 case this run, kept (it varies from run to run): spec/no_frames/float32",
     ]
 
 
@@ -216,7 +216,7 @@ def test_remeasure_drops_cases_that_pass_takes_new_versions_and_lists_unregister
     assert DOCUMENT["defects"][0]["cases"] == {"rt": ["spec/empty/float32", "spec/empty/float64"]}  # a copy
     assert lines == [
         "rt: measured on 1.0, now 2.0",
-        "D1 rt: no longer fails 1 case(s): spec/empty/float64",
+        "D1 rt: no longer fails 1 case: spec/empty/float64",
         "unregistered: rt spec/hand_worked/float32 [fail] sample 0: got 1, expected 2",
     ]
     with pytest.raises(ValueError, match="--no-known-defects"):

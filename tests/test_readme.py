@@ -298,6 +298,8 @@ DOCS: dict[tuple[str, str], str] = {
     ("export.md", "import ctcop, ctcop.torch, openvino"):
         "needs the user's PyTorch model and batch: the README's PyTorch block runs export_onnx, "
         "tests/test_torch_export.py the rest",
+    ("export.md", 'n, t = torch.export.Dim("N"), torch.export.Dim("T"'):
+        "a fragment on the user's model and args: tests/test_torch_export.py exports with dynamic_shapes",
     ("export.md", "class WithLoss(torch.nn.Module):"):
         "needs the user's Hugging Face *ForCTC model: tests/test_hf_export.py exports ones built from configs",
     ("onnx-function.md", "from ctcop.onnx import BatchParallelSession, onnx_"): RUN,

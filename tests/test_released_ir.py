@@ -222,8 +222,7 @@ def test_export_writes_the_released_form(tmp_path) -> None:
     ("args", "message"),
     [
         (["--form", "released", "--mask-dtype", "int8"], "--mask-dtype is ignored with --form released"),
-        (["--form", "released", "--no-merge-repeated"], "--no-merge-repeated is ignored with --form released"),
-        (["--no-ctc-merge-repeated"], "--no-ctc-merge-repeated is ignored without --form released"),
+        (["--unique"], "--unique is ignored without --form released"),
         (["--blank-index"], "--blank-index is ignored without --form released"),
         (["--form", "released", "--index-dtype", "float32"], "unknown element type 'float32'"),
     ],

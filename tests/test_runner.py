@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
@@ -538,3 +539,29 @@ def test_a_runtime_file_imports_the_modules_beside_it(tmp_path, monkeypatch) -> 
         ("beside", "spec/hand_worked/float32"): "pass",
     }
     assert str(folder) in sys.path
+
+
+def test_junit_records_each_cases_time() -> None:
+    """A testcase's time is its result's seconds; a suite's the sum; unknown (read back from a
+    report), none; the two evaluations of a case add up."""
+    available = [{"name": "r", "available": True, "reason": None}]
+    timed = [Result("c/a", "r", "pass", seconds=0.25), Result("c/b", "r", "fail", "m", seconds=1.5)]
+    root = ET.fromstring(junit.document(available, timed))
+    assert [case.get("time") for case in root.iter("testcase")] == ["0.250", "1.500"]
+    assert root.find("testsuite").get("time") == "1.750"  # type: ignore[union-attr]
+    untimed = ET.fromstring(junit.document(available, [Result("c", "r", "pass")]))
+    assert [case.get("time") for case in untimed.iter("testcase")] == [None]
+    first, second = Result("c", "r", "pass", seconds=0.5), Result("c", "r", "pass", seconds=0.75)
+    assert runner.combine(first, second).seconds == 1.25
+    assert runner.combine(first, replace(second, seconds=None)).seconds is None
+
+
+@pytest.mark.slow
+def test_the_pool_times_each_evaluation() -> None:
+    seen: list[Result] = []
+    case = CASES["spec/hand_worked/float64"]
+    started = time.monotonic()
+    runner.run_cases(runner.Runtimes(("reference",)), [case], runner.Settings(), seen.append)
+    (measured,) = seen
+    assert measured.status == "pass" and measured.seconds is not None
+    assert 0 < measured.seconds < time.monotonic() - started

@@ -209,7 +209,9 @@ def _write(args: argparse.Namespace, writer: str) -> int:
         count = write(cases, folder, **form)
     except OSError as error:
         raise InvalidInputError(writer, f"cannot write {folder!r}: {error.strerror or error}") from None
-    show(f"wrote {count} cases to {folder}")
+    from ..conformance.report import counted
+
+    show(f"wrote {counted(count, 'case')} to {folder}")
     return ExitCode.OK
 
 
@@ -288,18 +290,20 @@ def _render(args: argparse.Namespace) -> int:
         write_atomically(args.junit, junit.document(document["runtimes"], results), what="junit")
     if args.html:
         write_atomically(args.html, _page(document, results, cases), what="html")
-    head = f"CTCLoss-4 conformance, from {path}: {document['selection'].get('cases')} cases"
+    head = f"CTCLoss-4 conformance, from {path}: {report.counted(document['selection'].get('cases'), 'case')}"
     sampled = document["selection"].get("sampled") or {}
     print_report(document["runtimes"], results, {case.id: case for case in cases}, head, args.details, sampled)
     return report.exit_code(results)
 
 
 def _head(args: argparse.Namespace, plan: Plan, settings: Settings) -> str:
+    from ..conformance.report import counted
+
     selection = ", ".join(_selection(args)) or "all but scale"
     return (
-        f"CTCLoss-4 conformance: {len(plan.cases)} cases ({selection}"
+        f"CTCLoss-4 conformance: {counted(len(plan.cases), 'case')} ({selection}"
         f"{'' if args.shard is None else f', shard {args.shard[0]}/{args.shard[1]}'}), "
-        f"each evaluated twice per runtime, {settings.jobs} job(s)"
+        f"each evaluated twice per runtime, {counted(settings.jobs, 'job')}"
     )
 
 

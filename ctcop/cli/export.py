@@ -1,5 +1,10 @@
 """``ctcop export``: CTCLoss-4 as an ONNX model or an OpenVINO IR (spec 11, 12), alone or
-attached to a user's model."""
+attached to a user's model.
+
+Each attribute of either form has one flag flipping its default; the merge attribute, which the
+forms name differently (``merge_repeated``, spec 2; ``ctc_merge_repeated``, spec 7), has two
+spellings that are aliases: ``--no-merge-repeated`` and ``--no-ctc-merge-repeated`` each set the
+chosen form's (spec 7's correspondence of the two)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ if TYPE_CHECKING:
 
 # The forms' attributes, each flag once (spec 2, 7): preprocess_collapse_repeated is in both.
 ATTRIBUTE_FORMS = ("time_major", "openvino")
+# The released form's name of a spec-form attribute: one flag with both spellings sets either.
+ALIASES = {"ctc_merge_repeated": "merge_repeated"}
 
 
 def add_parser(commands: Commands) -> None:
@@ -60,36 +67,40 @@ def add_parser(commands: Commands) -> None:
 
 
 def _attribute_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per attribute of either form, each flipping the schema's default (None: not given)."""
+    """One flag per attribute of either form, each flipping the schema's default (None: not
+    given); an attribute of :data:`ALIASES` is the flag of the one it names, with both spellings."""
     added: set[str] = set()
+    spellings = {own: other for other, own in ALIASES.items()}
     for form_name in ATTRIBUTE_FORMS:
         for name, default in form(form_name).attributes.items():
-            if name in added:
+            if name in added or name in ALIASES:
                 continue
             added.add(name)
-            flag = f"--no-{name}" if default else f"--{name}"
+            names = [name, *([spellings[name]] if name in spellings else [])]
+            flags = [(f"--no-{n}" if default else f"--{n}").replace("_", "-") for n in names]
             only = "--form released: " if name not in form("time_major").attributes else ""
+            value = str(not default).lower()
             parser.add_argument(
-                flag.replace("_", "-"),
+                *flags,
                 dest=name,
                 action="store_const",
                 const=not default,
-                help=f"{only}{name} = {str(not default).lower()}",
+                help=f"{only}{' (released form: '.join(names)}{')' * (len(names) - 1)} = {value}",
             )
 
 
 def _attributes(args: argparse.Namespace, form_name: str) -> Attributes:
     """The given attribute flags of ``form_name``, refusing those of the other form."""
     own = form(form_name).attributes
+    given = {name: getattr(args, ALIASES.get(name, name)) for name in own}
     for other in ATTRIBUTE_FORMS:
         for name, default in form(other).attributes.items():
-            if name not in own and getattr(args, name) is not None:
+            aliased = name in ALIASES or name in ALIASES.values()
+            if name not in own and not aliased and getattr(args, name) is not None:
                 flag = ("--no-" if default else "--") + name.replace("_", "-")
                 where = "without --form released" if form_name == "time_major" else "with --form released"
                 raise InvalidInputError(name, f"{flag} is ignored {where}: leave it out")
-    return Attributes.of(
-        {name: getattr(args, name) for name in own if getattr(args, name) is not None}, form_name=form_name
-    )
+    return Attributes.of({name: value for name, value in given.items() if value is not None}, form_name=form_name)
 
 
 def _released_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -39,9 +39,8 @@ def run(args: argparse.Namespace) -> int:
     checked = files.checked_model_file(args.model)
     model = files.load_ir_model(args.model)
     if checked.nested_layers:
-        raise InvalidInputError(
-            "model", f"{args.model!r} has {checked.nested_layers} CTCLoss layer(s) inside If/Loop/TensorIterator bodies"
-        )
+        nested = "1 CTCLoss layer" if checked.nested_layers == 1 else f"{checked.nested_layers} CTCLoss layers"
+        raise InvalidInputError("model", f"{args.model!r} has {nested} inside If/Loop/TensorIterator bodies")
     nodes = guard.released_nodes(model)
     if not nodes:
         raise InvalidInputError("model", f"{args.model!r} holds no released CTCLoss-4 layer in its main graph")

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         write_atomically(args.junit, junit.document(merged["runtimes"], merged["results"]), what="junit")
     cases = {case.id: case for case in corpus.load_all()}
     shards = ", ".join(merged["selection"]["merged"])
-    head = f"CTCLoss-4 conformance, merged: {merged['selection']['cases']} cases, shards {shards}"
+    head = f"CTCLoss-4 conformance, merged: {report.counted(merged['selection']['cases'], 'case')}, shards {shards}"
     print_report(merged["runtimes"], merged["results"], cases, head, args.details, merged["selection"].get("sampled"))
     show(f"wrote {args.output}")
     return report.exit_code(merged["results"])

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..text import one_line
 from .classes import UNCLASSIFIED, Facts, classify, facts
 from .registry import NAME
-from .report import SCHEMA, accepted, read
+from .report import SCHEMA, accepted, counted, read
 from .result import Result, from_dict
 from .sampling import recorded
 
@@ -450,7 +450,7 @@ def _line(change: Change) -> str:
 def format_diff(diff: Diff, old_path: str, new_path: str, details: int) -> list[str]:
     """The text of ``ctcop conformance-diff``: the environment's differences, then the changes
     grouped by kind, regressions first, at most ``details`` of a kind listed."""
-    held = f"{diff.cases} case(s), {diff.runtimes} runtime(s) in both"
+    held = f"{counted(diff.cases, 'case')}, {counted(diff.runtimes, 'runtime')} in both"
     lines = [f"CTCLoss-4 conformance diff: {old_path} -> {new_path} ({held})"]
     lines += [f"  {d.what}: {_value(d.old)} -> {_value(d.new)}" for d in diff.environment]
     if diff.old_selection != diff.new_selection:

@@ -50,6 +50,7 @@ from .corpus import (
     save_index,
 )
 from .groups import all_drafts
+from .report import counted
 
 # One ulp at 1.0 and the smallest subnormal, per float type (the brute-force comparison's bounds).
 EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
@@ -272,12 +273,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         differing, near = check(args.folder)
         for name in differing:
             print(f"differs: {name}")
-        print(f"{len(differing)} file(s) differ, {len(near)} within float noise ({time.perf_counter() - start:.1f} s)")
+        took = time.perf_counter() - start
+        print(f"{counted(len(differing), 'file')} differ, {len(near)} within float noise ({took:.1f} s)")
         return 1 if differing else 0
     facts = write(args.folder)
     count, size = _size(args.folder)
     seconds = time.perf_counter() - start
-    print(f"wrote {facts['cases']} cases, {count} files, {size / 1e6:.2f} MB to {args.folder} in {seconds:.1f} s")
+    written = f"{counted(facts['cases'], 'case')}, {counted(count, 'file')}, {size / 1e6:.2f} MB"
+    print(f"wrote {written} to {args.folder} in {seconds:.1f} s")
     print("provenance: " + ", ".join(f"{k} {v}" for k, v in sorted(facts["provenance_counts"].items())))
     return 0
 

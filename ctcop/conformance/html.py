@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..defects import Defect, registry
 from . import classes, known
-from .report import accepted, exit_code, summary
+from .report import accepted, counted, exit_code, summary
 from .result import STATUSES, Result
 from .sampling import family
 
@@ -243,7 +243,7 @@ def _head(document: Mapping[str, Any], results: Sequence[Result]) -> str:
     )
     return (
         f'<h1>CTCLoss-4 conformance</h1><p id="verdict" class="verdict-{"passes" if passes else "fails"}">'
-        f"The run {_e(verdict)}; {_e(complete)}; {len(results)} results.</p>"
+        f"The run {_e(verdict)}; {_e(complete)}; {counted(len(results), 'result')}.</p>"
     )
 
 

@@ -6,6 +6,8 @@ case: ``fail``, ``xpass`` (of the user's expected failures) and ``nondeterminist
 ``<failure type=STATUS>``; ``error``, ``crash`` and ``timeout`` an ``<error type=STATUS>``; ``skip``
 and ``xfail`` a ``<skipped type=STATUS>`` (as pytest writes an xfail), and so does a registered
 defect's ``xpass`` (re-measure, not a failure); a pass nothing. ``message`` holds the result's message.
+``time`` is the seconds the case's two evaluations took (a suite's: the sum of its cases'); a
+result that does not know it (``--from-json``: the JSON report does not record times) has none.
 A runtime that is not available is a suite with one skipped testcase saying why.
 """
 
@@ -28,7 +30,9 @@ def _clean(text: str) -> str:
 
 
 def _testcase(suite: ET.Element, runtime: str, result: Result) -> None:
-    case = ET.SubElement(suite, "testcase", classname=f"ctcop.conformance.{runtime}", name=result.case, time="0")
+    case = ET.SubElement(suite, "testcase", classname=f"ctcop.conformance.{runtime}", name=result.case)
+    if result.seconds is not None:
+        case.set("time", f"{result.seconds:.3f}")
     status, message = result.status, _clean(result.message)
     if status == "xpass" and result.defect:
         ET.SubElement(case, "skipped", type=status, message=message[:1000] or status)
@@ -61,7 +65,9 @@ def document(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Result]) -
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value
-        suite.set("time", "0")
+        times = [r.seconds for r in mine if r.seconds is not None]
+        if times:
+            suite.set("time", f"{sum(times):.3f}")
     for key, value in totals.items():
         root.set(key, str(value))
     ET.indent(root)

@@ -31,7 +31,7 @@ import select
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -203,8 +203,10 @@ class Pool:
             slot.task, slot.started = task, time.monotonic()
 
     def _finish(self, slot: Slot, answer: Result) -> None:
+        """Hand on ``answer`` to ``slot``'s task, timed from when the task was sent."""
         task, slot.task = slot.task, None
         assert task is not None
+        answer = replace(answer, seconds=time.monotonic() - slot.started)
         if task.key in self.settings.alone and slot in self.slots:
             self._end(slot)  # what the evaluation may have written goes with its worker
         self.on_run(task, answer)

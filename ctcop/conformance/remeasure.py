@@ -23,6 +23,7 @@ from ..defects import parse
 from . import corpus
 from .expected import FAILURES
 from .known import KnownDefects
+from .report import counted
 from .result import Result, from_dict
 
 
@@ -46,11 +47,12 @@ def remeasure(registry: dict[str, Any], report: dict[str, Any]) -> tuple[dict[st
             gone = sorted(set(cases) - set(kept))
             if gone and entry["id"] in intermittent:
                 lines.append(
-                    f"{entry['id']} {runtime}: did not show on {len(gone)} case(s) this run, kept "
+                    f"{entry['id']} {runtime}: did not show on {counted(len(gone), 'case')} this run, kept "
                     f"(it varies from run to run): {', '.join(gone[:5])}"
                 )
             elif gone:
-                lines.append(f"{entry['id']} {runtime}: no longer fails {len(gone)} case(s): {', '.join(gone[:5])}")
+                fixed = f"no longer fails {counted(len(gone), 'case')}: {', '.join(gone[:5])}"
+                lines.append(f"{entry['id']} {runtime}: {fixed}")
                 entry["cases"][runtime] = kept
     known = KnownDefects.of(list(parse(updated).defects))
     tags = {case.id: case.tags for case in corpus.load_all()}

@@ -238,6 +238,11 @@ def exit_code(results: Sequence[Result]) -> int:
 # -- the table -----------------------------------------------------------------------------------
 
 
+def counted(count: Any, noun: str) -> str:
+    """``count`` and ``noun``, plural unless the count is 1: "1 case", "2 cases"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def format_table(runtimes: Sequence[Mapping[str, Any]], results: Sequence[Result]) -> list[str]:
     """Counts per runtime and status; a runtime that is not available is a row saying why."""
     counts = summary(results, [r["name"] for r in runtimes])

@@ -55,7 +55,9 @@ class Result:
 
     The rest describe one evaluation, so that :mod:`.runner` can tell whether two agree bit for
     bit: ``answer`` (one of :data:`ANSWERS`), ``loss`` (the first values as text), ``loss_bits``
-    and ``grad_bits`` (digests, :func:`.verdict.bits`)."""
+    and ``grad_bits`` (digests, :func:`.verdict.bits`). ``seconds`` is the wall time its
+    evaluations took, as the pool measured it (the two runs' sum for a case; None where unknown:
+    a result read back from JSON, which does not carry it)."""
 
     case: str
     runtime: str
@@ -71,6 +73,7 @@ class Result:
     loss: tuple[str, ...] = ()
     loss_bits: str = ""
     grad_bits: str = ""
+    seconds: float | None = None
 
 
 # -- JSON ------------------------------------------------------------------------------------------
@@ -131,7 +134,8 @@ def _mismatch_in(data: Any) -> Mismatch | None:
 
 
 def to_dict(result: Result) -> dict[str, Any]:
-    """``result`` as JSON values: every field; :data:`REPORTED` picks a report's row from it."""
+    """``result`` as JSON values: every field but ``seconds``; :data:`REPORTED` picks a report's row
+    from it."""
     return {
         "case": result.case,
         "runtime": result.runtime,

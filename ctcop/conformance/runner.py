@@ -17,6 +17,7 @@ runtime order, then case id.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .pool import DEFAULT_TIMEOUT_S, Key, Pool, Runtimes, Settings, Task
@@ -59,16 +60,17 @@ def _difference(first: Result, second: Result) -> str:
 
 def combine(first: Result, second: Result) -> Result:
     """The case's result from its two evaluations (module docstring): the first's, unless either
-    timed out or the two differ."""
+    timed out or the two differ; its ``seconds`` the two evaluations' (None if either is unknown)."""
+    seconds = None if first.seconds is None or second.seconds is None else first.seconds + second.seconds
     for number, answer in enumerate((first, second), 1):
         if answer.answer == "timeout":
-            return Result(first.case, first.runtime, "timeout", f"{answer.message} (run {number})")
+            return Result(first.case, first.runtime, "timeout", f"{answer.message} (run {number})", seconds=seconds)
     same = first.answer == second.answer and all(
         getattr(first, part) == getattr(second, part) for part in ("loss_bits", "grad_bits", "loss")
     )
     if not same:
-        return Result(first.case, first.runtime, "nondeterministic", _difference(first, second))
-    return first
+        return Result(first.case, first.runtime, "nondeterministic", _difference(first, second), seconds=seconds)
+    return replace(first, seconds=seconds)
 
 
 def tasks_for(
