@@ -186,7 +186,6 @@ def test_numbers_and_names_are_parsed_strictly(tmp_path, args: list[str], messag
 @pytest.mark.parametrize(
     "args",
     [
-        [],
         ["export"],
         ["export", "-o", "x.onnx", "--format", "tflite"],
         ["export", "-o", "x.onnx", "--opset", "abc"],
