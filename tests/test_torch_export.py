@@ -240,8 +240,10 @@ def test_a_call_no_graph_can_express_is_refused_naming_the_argument() -> None:
             ctcop.torch.export_onnx(ListLengths(), inputs, exporter=exporter)
     with pytest.raises(Exception, match=r"input_lengths: a Python list"):
         openvino.convert_model(ListLengths(), example_input=inputs, extension=ctcop.openvino_extensions())
+    # a static C (every axis is dynamic by default, and a blank >= a dynamic C is NaN, spec 14.3)
+    inputs = (torch.randn(3, 2), torch.tensor([1]), torch.tensor(3), torch.tensor(1))
     with pytest.raises(ctcop.InvalidInputError, match=r"^blank: 2 is outside the classes \[0, 2\)"):
-        ctcop.torch.export_onnx(Unbatched(), (torch.randn(3, 2), torch.tensor([1]), torch.tensor(3), torch.tensor(1)))
+        ctcop.torch.export_onnx(Unbatched(), inputs, dynamic_shapes=(None,) * 4)
 
 
 def test_the_drop_in_loss_is_pytorchs_in_value_and_gradient() -> None:
@@ -447,3 +449,30 @@ class ReluLoss(nn.Module):
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor, frames: torch.Tensor, lengths: torch.Tensor):  # type: ignore[no-untyped-def]
         return F.ctc_loss(torch.relu(x).log_softmax(-1), targets, frames, lengths, reduction="none")
+
+
+@pytest.mark.parametrize("exporter", EXPORTERS)
+def test_the_default_export_runs_at_any_batch_and_time(models: dict[bool, LossModel], exporter: str) -> None:
+    """``export_onnx(model, args, path)`` with no dynamic options: every axis of every input is
+    dynamic, so other batch sizes and frame counts run and give PyTorch's losses; "dynamo" does
+    it with torch.export's own dynamic_shapes, so without the dynamic_axes warning."""
+    import warnings
+
+    model = models[False]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exported = ctcop.torch.export_onnx(model, batch(0, *SIZES[0], False).tensors(), exporter=exporter)
+    assert not [w for w in caught if "dynamic_axes" in str(w.message)]
+    session = onnxruntime.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    for seed, (n, frames) in enumerate(SIZES):
+        data = batch(seed, n, frames, False)
+        got = session.run(None, dict(zip(names, data.arrays(), strict=True)))
+        assert_agree(model, got, torch_losses(model, data.tensors()), f"default {exporter} N={n} T={frames}")
+    static = ctcop.torch.export_onnx(model, batch(0, *SIZES[0], False).tensors(), exporter=exporter, **fixed(exporter))
+    assert all(d.HasField("dim_value") for i in static.graph.input for d in i.type.tensor_type.shape.dim)
+
+
+def fixed(exporter: str) -> dict[str, object]:
+    """The options that fix every axis, in each exporter's terms."""
+    return {"dynamic_shapes": (None,) * 4} if exporter == "dynamo" else {"dynamic_axes": {}}
