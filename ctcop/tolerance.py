@@ -1,20 +1,30 @@
-"""The one comparison rule between a runtime's losses and the reference (spec section 10).
+"""The one comparison rule between a runtime's answers and the reference (spec section 10.2).
 
-Per element type, from the schema: ``|got - expected| <= atol + rtol * |expected|`` for finite
-expected values, computed in float64; +inf, -inf and NaN exactly where the reference has them.
-The conformance suite, the tests and the CLI compare through :func:`compare` (one line of text)
-or :func:`mismatch` (the same disagreement as a :class:`Mismatch`) only. Core module.
+For the loss of each sample, and elementwise for the gradient, in float64::
+
+    |got - expected| <= eps(type) |expected| + UNITS eps(wide) max(1, |loss_i|)
+
+``eps`` the machine epsilon, ``type`` the answer's element type, ``wide`` float64 for float64 and
+float32 otherwise, ``loss_i`` the reference's loss of the sample (1 where it is not finite); +inf,
+-inf and NaN exactly where the reference has them. The first term is the two roundings to
+``type`` (the reference's, and the runtime's of its own result: half an eps each); the second is
+a correct computation in ``wide``: its error is a small multiple of eps(wide) |loss_i|, since the
+loss and the gradient's occupancies inherit the absolute error of alpha + beta, a sum of about
+|loss_i| worth of log-probabilities (spec 5). ``UNITS`` and the epsilons are the schema's
+("tolerance"). The conformance suite, ``ctcop eval``, the bench and the tests compare through
+:func:`mismatch` / :func:`compare` (losses) and :func:`allowance` (the gradient's bound,
+:mod:`ctcop.conformance.verdict`) only. Core module.
 
 A disagreement is a :class:`Mismatch`: facts that the conformance suite classifies and renders
 into its messages, never reads back out of them. Its ``kind`` is one of :data:`KINDS`:
 
 - ``"shape"``: the loss's ``shape`` is not the reference's ``expected_shape``;
-- ``"loss"``: the loss of ``sample`` is ``got`` where the reference has ``expected`` (the first
-  sample off by this module's rule);
+- ``"loss"``: the loss of ``sample`` is ``got`` where the reference has ``expected`` and the
+  rule allows ``allowed`` (the first sample off by this module's rule);
 - ``"gradient-shape"``: the gradient's ``shape`` is not the reference's ``expected_shape``;
 - ``"gradient"``: the gradient's worst ``entry`` (its index; in ``sample``) is ``got`` where the
   reference has ``expected``, ``allowed`` the bound there, ``off`` of ``entries`` entries off (spec
-  5; the rule: :mod:`ctcop.conformance.verdict`);
+  5; :mod:`ctcop.conformance.verdict`);
 - ``"accepted-invalid-input"``: a case that must be rejected got a number: ``got`` for the
   offending ``sample`` (-1 when every sample had to be NaN and ``got`` is the first number), or a
   loss of ``shape`` where the batch has ``expected_shape`` (spec 3.1/3.3, 7.1/7.2, 11.5).
@@ -35,8 +45,22 @@ KINDS = ("shape", "loss", "gradient-shape", "gradient", "accepted-invalid-input"
 
 @dataclass(frozen=True)
 class Tolerance:
-    rtol: float
-    atol: float
+    """The rule's constants for one element type (module docstring), and the ``allclose`` form
+    that contains it, ``|got - expected| <= atol + rtol |expected|``, for tools that take only
+    that form (an ONNX backend test's data.json): rtol = eps(type) + UNITS eps(wide), atol =
+    UNITS eps(wide)."""
+
+    eps: float
+    wide_eps: float
+    units: float
+
+    @property
+    def rtol(self) -> float:
+        return self.eps + self.units * self.wide_eps
+
+    @property
+    def atol(self) -> float:
+        return self.units * self.wide_eps
 
 
 @dataclass(frozen=True)
@@ -61,24 +85,37 @@ class Mismatch:
 
 
 def tolerance(dtype: str) -> Tolerance:
-    """The tolerance for losses of element type ``dtype`` (float16, bfloat16, float32, float64)."""
-    entry = raw_schema()["tolerance"][dtype]
-    return Tolerance(float(entry["rtol"]), float(entry["atol"]))
+    """The rule's constants for answers of element type ``dtype`` (float16, bfloat16, float32, float64)."""
+    schema = raw_schema()["tolerance"]
+    return Tolerance(float(schema[dtype]["eps"]), float(schema[dtype]["wide_eps"]), float(schema["units"]))
+
+
+def allowance(expected: npt.ArrayLike, loss: npt.ArrayLike, dtype: str) -> np.ndarray:
+    """The rule's bound for each element of ``expected``, whose samples' reference losses
+    ``loss`` broadcast against it (the loss itself for losses)."""
+    limit = tolerance(dtype)
+    scale = np.abs(np.asarray(loss, dtype=np.float64))
+    scale = np.where(np.isfinite(scale), np.maximum(scale, 1.0), 1.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        magnitude = np.abs(np.nan_to_num(np.asarray(expected, dtype=np.float64), posinf=0.0, neginf=0.0))
+        bound: np.ndarray = limit.eps * magnitude + limit.units * limit.wide_eps * scale
+    return bound
 
 
 def mismatch(got: npt.ArrayLike, expected: npt.ArrayLike, dtype: str) -> Mismatch | None:
-    """None when ``got`` conforms to ``expected`` at the tolerance of ``dtype``; otherwise the
-    first disagreement (kind ``"shape"`` or ``"loss"``)."""
+    """None when the losses ``got`` conform to ``expected`` by the rule at element type ``dtype``;
+    otherwise the first disagreement (kind ``"shape"`` or ``"loss"``)."""
     got_values = np.asarray(got, dtype=np.float64)
     expected_values = np.asarray(expected, dtype=np.float64)
     if got_values.shape != expected_values.shape:
         return Mismatch("shape", shape=got_values.shape, expected_shape=expected_values.shape)
-    limit = tolerance(dtype)
-    for i, (g, e) in enumerate(zip(got_values.ravel(), expected_values.ravel(), strict=True)):
+    bounds = allowance(expected_values, expected_values, dtype)
+    for i, (g, e, bound) in enumerate(zip(got_values.ravel(), expected_values.ravel(), bounds.ravel(), strict=True)):
         same_special = (np.isnan(g) and np.isnan(e)) or (np.isinf(e) and g == e)
-        close = np.isfinite(e) and np.isfinite(g) and abs(g - e) <= limit.atol + limit.rtol * abs(e)
+        close = np.isfinite(e) and np.isfinite(g) and abs(g - e) <= bound
         if not (same_special or close):
-            return Mismatch("loss", sample=i, got=float(g), expected=float(e))
+            allowed = float(bound) if np.isfinite(e) else 0.0
+            return Mismatch("loss", sample=i, got=float(g), expected=float(e), allowed=allowed)
     return None
 
 
@@ -86,12 +123,13 @@ def describe(found: Mismatch) -> str:
     """A ``"shape"`` or ``"loss"`` mismatch in one line."""
     if found.kind == "shape":
         return f"shape {found.shape}, expected {found.expected_shape}"
-    return f"sample {found.sample}: got {found.got!r}, expected {found.expected!r}"
+    allowed = f" (allowed {found.allowed:.3g})" if math.isfinite(found.expected) else ""
+    return f"sample {found.sample}: got {found.got!r}, expected {found.expected!r}{allowed}"
 
 
 def compare(got: npt.ArrayLike, expected: npt.ArrayLike, dtype: str) -> str | None:
-    """None when ``got`` conforms to ``expected`` at the tolerance of ``dtype``; otherwise the
-    first disagreement, in one line (:func:`mismatch`, described)."""
+    """None when ``got`` conforms to ``expected`` by the rule at ``dtype``; otherwise the first
+    disagreement, in one line (:func:`mismatch`, described)."""
     found = mismatch(got, expected, dtype)
     return None if found is None else describe(found)
 

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -24,17 +25,24 @@ def ctcop_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     ("got", "expected", "dtype", "ok"),
     [
         ([1.0, np.inf, np.nan], [1.0, np.inf, np.nan], "float32", True),
-        ([1.000009], [1.0], "float32", True),
-        ([1.0002], [1.0], "float32", False),
-        ([100.002], [100.0], "float32", False),
-        ([5e-5], [0.0], "float32", True),
-        ([1.0 + 2e-9], [1.0], "float64", False),
+        # float32 at 1: eps 2**-23 for the roundings + 32 eps for a float32 computation
+        ([1.0 + 33 * 2.0**-23], [1.0], "float32", True),
+        ([1.0 + 34 * 2.0**-23], [1.0], "float32", False),
+        ([100.00039], [100.0], "float32", True),  # 3300 eps = 3.93e-4 at 100
+        ([100.0004], [100.0], "float32", False),
+        ([3e-6], [0.0], "float32", True),  # 32 eps = 3.8e-6 at 0: max(1, |loss|)
+        ([5e-6], [0.0], "float32", False),
+        ([1.0 + 7e-15], [1.0], "float64", True),  # 33 eps(float64) = 7.3e-15
+        ([1.0 + 2e-14], [1.0], "float64", False),
         ([3.4028235e38], [np.inf], "float64", False),
         ([np.inf], [np.nan], "float32", False),
         ([1.0], [np.nan], "float32", False),
         ([1.0, 2.0], [1.0], "float32", False),
-        ([1.0009], [1.0], "float16", True),
-        ([1.02], [1.0], "float16", False),
+        ([1.0 + 2.0**-10], [1.0], "float16", True),  # one float16 ulp: both sides rounded once
+        ([1.0 + 2 * 2.0**-10], [1.0], "float16", False),
+        ([1.078125 + 2.0**-7], [1.078125], "bfloat16", True),  # one bfloat16 ulp at 1.078
+        ([1.078125 + 2 * 2.0**-7], [1.078125], "bfloat16", False),
+        ([1.0], [1.078125], "bfloat16", False),  # a constant: spec/hand_worked/bfloat16's value
     ],
 )
 def test_comparison_rule(got: list[float], expected: list[float], dtype: str, ok: bool) -> None:
@@ -43,8 +51,9 @@ def test_comparison_rule(got: list[float], expected: list[float], dtype: str, ok
 
 def test_a_disagreement_is_a_mismatch_and_its_line_is_rendered_from_it() -> None:
     found = mismatch([1.0, 2.5], [1.0, 2.0], "float32")
-    assert found == Mismatch("loss", sample=1, got=2.5, expected=2.0)
-    assert compare([1.0, 2.5], [1.0, 2.0], "float32") == describe(found) == "sample 1: got 2.5, expected 2.0"
+    assert found == Mismatch("loss", sample=1, got=2.5, expected=2.0, allowed=66 * 2.0**-23)  # 2 eps + 32 eps 2
+    line = "sample 1: got 2.5, expected 2.0 (allowed 7.87e-06)"
+    assert compare([1.0, 2.5], [1.0, 2.0], "float32") == describe(found) == line
     shape = mismatch([1.0, 2.0], [1.0], "float32")
     assert shape is not None and (shape.kind, shape.shape, shape.expected_shape) == ("shape", (2,), (1,))
     assert describe(shape) == "shape (2,), expected (1,)"
@@ -53,9 +62,12 @@ def test_a_disagreement_is_a_mismatch_and_its_line_is_rendered_from_it() -> None
         Mismatch("wrong")
 
 
-def test_tolerances_come_from_the_schema() -> None:
-    assert (tolerance("float32").rtol, tolerance("float32").atol) == (1e-5, 1e-4)
-    assert (tolerance("float64").rtol, tolerance("float64").atol) == (1e-9, 1e-12)
+def test_tolerances_come_from_the_schema_and_the_element_types_epsilons() -> None:
+    for dtype in ("float16", "bfloat16", "float32", "float64"):
+        limit = tolerance(dtype)
+        wide = "float64" if dtype == "float64" else "float32"
+        assert (limit.eps, limit.wide_eps, limit.units) == (float(ml_dtypes.finfo(dtype).eps), np.finfo(wide).eps, 32)
+        assert (limit.rtol, limit.atol) == (limit.eps + 32 * limit.wide_eps, 32 * limit.wide_eps)
 
 
 def test_the_default_selection_is_the_data_corpus_less_the_scale_cases() -> None:

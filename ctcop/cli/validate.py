@@ -31,6 +31,7 @@ def _port_line(port: Port) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """List the CTCLoss layers of a model and check each against the spec and the schema."""
+    from ..conformance.report import counted
     from ..layers import model, validate
 
     opened = model.open_model(args.model, args.kernels)
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         for finding in validate.validate_layer(layer):
             errors += finding.level == "error"
             show(f"  {finding.line()}")
-    print(f"{len(opened.layers)} layer(s), {errors} error(s)")
+    print(f"{counted(len(opened.layers), 'layer')}, {counted(errors, 'error')}")
     if opened.nested_layers:
         print(f"note: {opened.nested_layers} more inside If/Loop/TensorIterator bodies, which ctcop does not evaluate")
     return ExitCode.FAILURES if errors else ExitCode.OK

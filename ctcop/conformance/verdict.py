@@ -14,24 +14,14 @@ value for an offending sample) is accepting invalid input, a ``fail``.
 
 **Gradient.** When the runtime's :class:`~.protocol.Outcome` has a gradient and the case has an
 expected one, a loss that passes is followed by the gradient d loss / d logits, elementwise, by
-one rule measured per sample ``i`` (``loss_i`` the reference's loss of that sample)::
-
-    |got - expected| <= eps(dtype) |expected| + GRAD_UNITS eps(wide) max(1, |loss_i|)
-
-with ``eps`` the machine epsilon, ``dtype`` the case's element type, ``wide`` float64 for float64
-cases and float32 otherwise, :data:`GRAD_UNITS` = 32; NaN (and an infinity) exactly where the
-reference has one; a sample whose expected loss is not finite has the scale 1 (its expected
-gradient is 0 or NaN). The first term is the rounding of a result to the case's type. The second
-is the computation: the entries are differences of probabilities in [-1, 1], and the occupancies
-inherit as a relative error the absolute error of alpha + beta, a sum of about ``|loss_i|`` worth
-of log-probabilities (spec 5), so an implementation computing with unit roundoff eps errs by a
-small multiple of ``eps |loss_i|``. Half types are held to a float32 computation rounded once, as
-their loss tolerances presume. Measured on the corpus: at most 3.3 eps max(1, |loss_i|) (torch
-float32 and float64, tf v1 and optax float32; the largest at T = 150, loss 604: 2.4e-4 in
-float32, in every framework), so 32 leaves a margin of about ten. No constant tolerance fits every
-length: float32 rtol 1e-4 / atol 1e-5 fails that case for every correct float32 peer, while 1e-3
-would hide a wrong gradient on short sequences. The rule needs the sample axis of the gradient:
-1 for the spec form's [T, N, C], 0 for the released form's [N, T, C] (:func:`sample_axis`).
+the same rule as the loss (:mod:`ctcop.tolerance`, spec 10.2), measured per sample ``i`` on the
+reference's loss of that sample: ``eps(dtype) |expected| + UNITS eps(wide) max(1, |loss_i|)``;
+NaN (and an infinity) exactly where the reference has one. The entries are differences of
+probabilities in [-1, 1], and the occupancies inherit as a relative error the absolute error of
+alpha + beta. No constant tolerance fits every length: float32 rtol 1e-4 / atol 1e-5 fails the
+corpus's T = 150 case (loss 604) for every correct float32 peer, while 1e-3 would hide a wrong
+gradient on short sequences. The rule needs the sample axis of the gradient: 1 for the spec
+form's [T, N, C], 0 for the released form's [N, T, C] (:func:`sample_axis`).
 """
 
 from __future__ import annotations
@@ -46,15 +36,14 @@ import numpy.typing as npt
 
 from .. import canonical
 from ..text import ends, one_line
-from ..tolerance import Mismatch, describe, max_errors, mismatch
+from ..tolerance import Mismatch, describe, max_errors, mismatch, tolerance
+from ..tolerance import allowance as tolerance_allowance
 from .protocol import Outcome, Unsupported
 from .result import Raised, Result
 
 if TYPE_CHECKING:
     from .case import Case
 
-GRAD_UNITS = 32.0  # the gradient rule's multiple of eps(wide) max(1, |loss_i|)
-EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}  # machine epsilon
 SHOWN = 8  # loss values quoted in a message
 
 
@@ -68,19 +57,6 @@ def number(value: Any) -> str:
 def sample_axis(case: Case) -> int:
     """The sample axis of ``case``'s logits and gradient: 1 for [T, N, C] (spec form), 0 for [N, T, C]."""
     return 1 if case.form == "spec" else 0
-
-
-def grad_allowance(expected: np.ndarray, expected_loss: npt.ArrayLike, dtype: str, axis: int) -> np.ndarray:
-    """The gradient rule's bound for each element of ``expected`` (float32's for an unknown type)."""
-    loss = np.abs(np.asarray(expected_loss, dtype=np.float64)).reshape(-1)
-    scale = np.where(np.isfinite(loss), np.maximum(loss, 1.0), 1.0)
-    view = [1] * expected.ndim
-    view[axis] = -1
-    wide = EPS["float64" if dtype == "float64" else "float32"]
-    own = EPS.get(dtype, EPS["float32"])
-    with np.errstate(invalid="ignore", over="ignore"):
-        allowance: np.ndarray = own * np.abs(np.nan_to_num(expected)) + GRAD_UNITS * wide * scale.reshape(view)
-    return allowance
 
 
 def grad_mismatch(
@@ -99,7 +75,9 @@ def grad_mismatch(
     samples = np.asarray(expected_loss).size
     if e.ndim <= sample_axis or e.shape[sample_axis] != samples:
         raise ValueError(f"the expected gradient {list(e.shape)} has no sample axis {sample_axis} of {samples} samples")
-    allowance = grad_allowance(e, expected_loss, dtype, sample_axis)
+    view = [1] * e.ndim
+    view[sample_axis] = -1
+    allowance = tolerance_allowance(e, np.asarray(expected_loss, dtype=np.float64).reshape(view), dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         same = (np.isnan(g) & np.isnan(e)) | (np.isinf(e) & (g == e))
         off = np.where(same, 0.0, np.abs(g - e))
@@ -129,7 +107,7 @@ def describe_grad(found: Mismatch, dtype: str) -> str:
     return (
         f"gradient at {list(found.entry)}: got {number(found.got)}, expected {number(found.expected)} "
         f"({found.off} of {found.entries} entries off; error {number(math.inf if math.isnan(error) else error)}, "
-        f"allowed {number(found.allowed)} = eps({dtype}) |expected| + {GRAD_UNITS:g} eps max(1, |loss|))"
+        f"allowed {number(found.allowed)} = eps({dtype}) |expected| + {tolerance(dtype).units:g} eps max(1, |loss|))"
     )
 
 

@@ -5,7 +5,7 @@ which onnxruntime's ``onnx_test_runner``, ``onnx.backend.test`` and other backen
 without ctcop, one folder per case::
 
     <folder>/test_ctcop_<case id, "/" -> "_">/model.onnx
-                                             /data.json                 {"rtol", "atol"} (schema tolerance)
+                                             /data.json                 {"rtol", "atol"} (spec 10.2)
                                              /test_data_set_0/input_0.pb ... input_K.pb
                                              /test_data_set_0/output_0.pb
 
@@ -57,6 +57,7 @@ from ..errors import InvalidInputError
 from ..options import EXPORT_FLOAT_TYPES
 from ..reference import ctc_loss_or_nan, openvino_ctc_loss
 from ..schema import FormSpec, form, raw_schema, type_constraint
+from ..tolerance import tolerance
 from . import corpus
 from .case import ATTRIBUTE_FORMS, Case
 
@@ -232,8 +233,8 @@ def _write_onnx_case(case: Case, root: Path, model_form: str) -> None:
         (data / f"input_{k}.pb").write_bytes(tensor.SerializeToString())
     output = model.graph.output[0].name
     (data / "output_0.pb").write_bytes(numpy_helper.from_array(expected, output).SerializeToString())
-    limit = raw_schema()["tolerance"][logits_type(case)]
-    (folder / "data.json").write_text(json.dumps({"rtol": limit["rtol"], "atol": limit["atol"]}) + "\n")
+    limit = tolerance(logits_type(case))  # the allclose form that contains the rule (spec 10.2)
+    (folder / "data.json").write_text(json.dumps({"rtol": limit.rtol, "atol": limit.atol}) + "\n")
 
 
 def onnx_tests(cases: Iterable[Case], folder: str | Path, model_form: str = ONNX_FORMS[0]) -> Written:
@@ -286,13 +287,14 @@ def ir_manifest(case: Case, model_form: str, expected: np.ndarray | None) -> dic
     released), ``model`` (files and what the layers are), ``attributes``, ``inputs`` (the model's
     parameters in order: name, dtype, shape, file, storage for bfloat16 bits), ``expect`` (value:
     compare with ``expected``; reject: the model must refuse the input), ``expected`` {"loss"},
-    ``tolerance`` {dtype, rtol, atol, rule}, ``compile`` (the ``INFERENCE_PRECISION_HINT`` to
+    ``tolerance`` {dtype, eps, wide_eps, units, rule; rtol, atol: the allclose form that contains
+    the rule, spec 10.2}, ``compile`` (the ``INFERENCE_PRECISION_HINT`` to
     compare at: the declared precision, f32 where the device lacks it, as ctcop compiles, spec 13)
     and ``rule``/``error`` of an input the spec rejects."""
     from ..openvino.precision import declared_hint
 
     dtype = logits_type(case)
-    limit = raw_schema()["tolerance"]
+    limit = tolerance(dtype)
     layers = {
         "lowered": "ctcop's lowering: stock OpenVINO operators around CTCLoss opset4 (spec 12.1), "
         "a total function (spec 11.5)",
@@ -307,7 +309,15 @@ def ir_manifest(case: Case, model_form: str, expected: np.ndarray | None) -> dic
         "attributes": dict(case.attributes),
         "inputs": [{"name": name, **corpus.array_entry(a, f"{name}.npy")} for name, a in case.inputs.items()],
         "expect": "value" if expected is not None else "reject",
-        "tolerance": {"dtype": dtype, **limit[dtype], "rule": limit["rule"]},
+        "tolerance": {
+            "dtype": dtype,
+            "eps": limit.eps,
+            "wide_eps": limit.wide_eps,
+            "units": limit.units,
+            "rule": raw_schema()["tolerance"]["rule"],
+            "rtol": limit.rtol,
+            "atol": limit.atol,
+        },
         "compile": {"INFERENCE_PRECISION_HINT": declared_hint(dtype), "without_it": "f32"},
     }
     if expected is not None:
