@@ -268,3 +268,27 @@ def test_a_selection_that_matches_nothing_suggests_close_names(capsys) -> None:
     assert "spec/empty_targets" in err and "ctcop conformance --list prints the case ids" in err
     code, _, err = run_in_process(capsys, "conformance", "--list", "--select", "zzzzqqq")
     assert code == 2 and "did you mean" not in err and "--list prints the case ids" in err
+
+
+class _Constant:
+    """A runtime that answers 1.0 for every sample, whatever the case."""
+
+    name = "constant"
+
+    def run(self, case):
+        n = (case.inputs["inputs"].shape[1]) if case.form == "spec" else case.inputs["logits"].shape[0]
+        return np.ones(n, dtype=np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_a_constant_fails_every_hand_worked_case_and_the_bound_is_recorded(dtype: str) -> None:
+    from ctcop.conformance.verdict import judge
+
+    (case,) = corpus.select(corpus.load_all(), [f"spec/hand_worked/{dtype}"])
+    result = judge(_Constant(), case, "constant")
+    expected = float(np.asarray(case.expected_loss, dtype=np.float64)[0])
+    limit = tolerance(dtype)
+    assert result.status == "fail" and result.mismatch is not None
+    assert result.mismatch.allowed == limit.eps * abs(expected) + 32 * limit.wide_eps * max(1.0, abs(expected))
+    # the reference is within its own bound of the exact value: a correct answer passes
+    assert judge(type("Exact", (), {"run": lambda self, c: c.expected_loss})(), case, "exact").status == "pass"

@@ -313,6 +313,11 @@ def test_validate_finds_a_broken_layer(tmp_path) -> None:
             "'features' is float64, the model takes float32",
         ),
         ("short_npz", ["eval", "{tmp}/model.xml", "--inputs", "{tmp}/short.npz"], "'features' has shape (3, 7, 6)"),
+        (
+            "extra_npz",
+            ["eval", "{tmp}/model.xml", "--inputs", "{tmp}/extra.npz"],
+            "'featurez' is no input of the model",
+        ),
         ("junk_onnx", ["eval", "{tmp}/junk.onnx"], "cannot read"),
     ],
 )
@@ -343,6 +348,9 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path, setup: str, args: list[str]
     if setup == "huge_const":
         text = (tmp_path / "model.xml").read_text()
         (tmp_path / "model.xml").write_text(text.replace('size="60"', 'size="99999999999"', 1))
+    if setup == "extra_npz":
+        inputs_npz(tmp_path / "good.npz")
+        np.savez(tmp_path / "extra.npz", **dict(np.load(tmp_path / "good.npz")), featurez=np.zeros(1))
     if setup in ("float64_npz", "short_npz"):
         inputs_npz(tmp_path / "good.npz")
         data = dict(np.load(tmp_path / "good.npz"))

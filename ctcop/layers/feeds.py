@@ -30,7 +30,12 @@ class ModelInput:
 
 
 def checked_feeds(given: dict[str, np.ndarray], inputs: list[ModelInput]) -> dict[str, np.ndarray]:
-    """The npz's arrays for the model's inputs: each present, of the input's type and shape."""
+    """The npz's arrays for the model's inputs: each present, of the input's type and shape, and
+    no array for a name the model has no input for (a misspelt name would otherwise go unused)."""
+    extra = sorted(set(given) - {model_input.name for model_input in inputs})
+    if extra:
+        names = ", ".join(repr(model_input.name) for model_input in inputs)
+        raise InvalidInputError("inputs", f"{extra[0]!r} is no input of the model (its inputs: {names})")
     feeds = {}
     for model_input in inputs:
         if model_input.name not in given:

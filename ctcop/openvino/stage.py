@@ -128,37 +128,37 @@ def _components(nodes: list[Any]) -> list[list[Any]]:
     return list(groups.values())
 
 
-def _read_stage(
-    prefix: str, mark_form: str, written: str, members: list[Any], roles: dict[int, list[str]]
-) -> Stage | None:
-    ids = {node.get_instance_id() for node in members}
-    spec = form(FORMS[mark_form])
+def _sources(members: list[Any], ids: set[int], roles: dict[int, list[str]]) -> dict[str, Any] | None:
+    """Each port's value as the stage's port-named nodes read it; None where a port is read from
+    two values, a port-named node reads two values from outside, or another value from outside is
+    neither an input, a constant nor a dimension (a transformation makes constants and shares the
+    model's shape computations with the stage's)."""
     sources: dict[str, Any] = {}
     for node in members:
         for role in roles[node.get_instance_id()]:
             entering = {_key(v): v for v in node.input_values() if v.get_node().get_instance_id() not in ids}
             if not entering:  # a transformation gave it another input (a constant of the stage)
                 continue
-            if len(entering) > 1:
-                return None
-            (value,) = entering.values()
-            if role in sources and _key(sources[role]) != _key(value):
+            (value, *more) = entering.values()
+            if more or (role in sources and _key(sources[role]) != _key(value)):
                 return None
             sources[role] = value
-    if any(port.name not in sources for port in spec.inputs if not port.optional) or set(sources) - set(
-        spec.input_names
-    ):
-        return None
-    source_keys = {_key(value) for value in sources.values()}
-    # Every value from outside is an input, a constant, or a dimension (a transformation makes
-    # constants and shares the shape computations of the model with the stage's).
+    known = {_key(value) for value in sources.values()}
     for node in members:
         for value in node.input_values():
             producer = value.get_node()
-            outside = producer.get_instance_id() not in ids and _key(value) not in source_keys
+            outside = producer.get_instance_id() not in ids and _key(value) not in known
             dims = value.get_element_type().is_integral() and value.get_partial_shape().rank.get_length() <= 1
             if outside and producer.get_type_name() != "Constant" and not dims:
                 return None
+    return sources
+
+
+def _loss(members: list[Any], ids: set[int], sources: dict[str, Any]) -> Any:
+    """The stage's loss, a float: the one node outside that reads only the stage and its inputs
+    (the node the lowering ended with, renamed), else the one value of the stage read outside (that
+    node removed by a transformation); other readers are shapes. None where neither is one."""
+    known = {_key(value) for value in sources.values()}
     readers: dict[int, Any] = {}
     read: dict[tuple[int, int], Any] = {}
     for node in members:
@@ -168,28 +168,32 @@ def _read_stage(
                 if reader.get_instance_id() not in ids:
                     readers[reader.get_instance_id()] = reader
                     read[_key(output)] = output
-    # The loss is a float: the one node outside that reads only the stage and its inputs (the
-    # node the lowering ended with, renamed), else the one value of the stage read outside (that
-    # node removed by a transformation). Other readers are shapes (a transformation shares ShapeOf).
     final = [
         reader.output(0)
         for reader in readers.values()
         if reader.get_output_size() == 1
         and reader.get_output_element_type(0).is_real()
-        and all(v.get_node().get_instance_id() in ids or _key(v) in source_keys for v in reader.input_values())
+        and all(v.get_node().get_instance_id() in ids or _key(v) in known for v in reader.input_values())
     ]
     values = [value for value in read.values() if value.get_element_type().is_real()]
     if len(final) == 1:
-        output = final[0]
-    elif not final and len(values) == 1:
-        output = values[0]
-    else:
+        return final[0]
+    return values[0] if not final and len(values) == 1 else None
+
+
+def _read_stage(
+    prefix: str, mark_form: str, written: str, members: list[Any], roles: dict[int, list[str]]
+) -> Stage | None:
+    ids = {node.get_instance_id() for node in members}
+    spec = form(FORMS[mark_form])
+    sources = _sources(members, ids, roles)
+    if sources is None or set(sources) - set(spec.input_names):
         return None
-    attributes = {}
-    for pair in written.split(","):
-        name, value = pair.split("=")
-        attributes[name] = value == "1"
-    if set(attributes) != set(spec.attributes):
+    if any(port.name not in sources for port in spec.inputs if not port.optional):
+        return None
+    output = _loss(members, ids, sources)
+    attributes = {name: value == "1" for name, value in (pair.split("=") for pair in written.split(","))}
+    if output is None or set(attributes) != set(spec.attributes):
         return None
     within = prefix[: -len(f"ctcop:{mark_form}:{written}/")].rstrip("/")
     name = within or output.get_node().get_friendly_name()
