@@ -21,7 +21,7 @@ from ctcop.conformance import classes, corpus, expected, junit, known, registry,
 from ctcop.conformance.protocol import Outcome
 from ctcop.conformance.result import REPORTED, Raised, Result, from_dict, to_dict
 from ctcop.precompile import precompile
-from ctcop.tolerance import Mismatch, describe
+from ctcop.tolerance import Mismatch, allowance, describe
 
 BAD = f"{Path(__file__).with_name('bad_runtimes.py')}:BAD"
 SMALL = "spec/hand_worked/*,spec/empty_targets/*"  # 8 cases, 4 of them with an empty target
@@ -204,6 +204,7 @@ def test_runtimes_that_are_not_installed_are_listed_not_run() -> None:
         "description": "a runtime whose library is missing",
         "available": False,
         "reason": "nosuchlib not installed",
+        "version": None,
     }
     assert "not-installed" not in plan.runnable and "abort" in plan.runnable
     table = report.format_table(plan.runtimes(), [])
@@ -322,7 +323,10 @@ def test_value_cases_compare_the_loss_then_the_gradient() -> None:
     assert off.mismatch is not None and off.mismatch.kind == "gradient" and off.mismatch.off == off.mismatch.entries
     wrong = verdict.judge(Answer(loss * (1 + 1e-6)), case)
     assert wrong.status == "fail"
-    assert wrong.mismatch == Mismatch("loss", sample=0, got=float(loss[0] * (1 + 1e-6)), expected=float(loss[0]))
+    bound = float(allowance(loss, loss, "float64")[0])
+    assert wrong.mismatch == Mismatch(
+        "loss", sample=0, got=float(loss[0] * (1 + 1e-6)), expected=float(loss[0]), allowed=bound
+    )
 
 
 def test_the_gradient_rule_scales_with_each_samples_loss() -> None:
