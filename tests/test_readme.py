@@ -288,8 +288,8 @@ DOCS: dict[tuple[str, str], str] = {
     ("conformance.md", "CTCLoss-4 conformance diff: old.json -> new.json ("):
         "output, not a command",
     ("eval.md", "$ ctcop validate asr_ctc.xml            # list the"):
-        "a session on the user's models (asr_ctc.xml, shifted.xml, wide.xml) on an AVX-512-BF16 CPU; "
-        "tests/test_eval.py runs those verdicts",
+        "a session on the user's models (asr_ctc.xml, guarded.xml, shifted.xml, wide.xml) on an AVX-512-BF16 "
+        "CPU; tests/test_eval.py and tests/test_eval_stages.py run those verdicts",
     ("export.md", "ctcop export -o ctc.onnx --dtype float32 --dims T,"): RUN,
     ("export.md", "from ctcop.onnx import attach_onnx, load_onnx, onn"): RUN,
     ("export.md", "ctcop export --format ir -o ctc.xml --dims T,N,28 "):
