@@ -112,12 +112,12 @@ def openvino_endpoints(model: Any, kernels: bool = False) -> list[Endpoints]:
     inner = set() if kernels else kernel_ids(found)
     shown = {kernel.get_instance_id(): f"{stage.name}/{KERNEL}" for stage in found for kernel in stage.kernels}
     versions = ("opset4", encoding("openvino_custom")["version"])
-    by_output: dict[int, Endpoints] = {}
-    for stage in found:
-        by_output.setdefault(
-            stage.output.get_node().get_instance_id(),
-            Endpoints(stage.name, STAGE_FORMS[stage.form], stage.attributes, stage.inputs, stage.output),
+    by_output = {  # a stage's loss is a node of the model, so the walk below meets every stage
+        stage.output.get_node().get_instance_id(): Endpoints(
+            stage.name, STAGE_FORMS[stage.form], stage.attributes, stage.inputs, stage.output
         )
+        for stage in found
+    }
     layers: list[Endpoints] = []
     for node in model.get_ordered_ops():
         identity = node.get_instance_id()
@@ -129,7 +129,7 @@ def openvino_endpoints(model: Any, kernels: bool = False) -> list[Endpoints]:
             inputs = tuple(node.input_values())
             name = shown.get(identity, node.get_friendly_name())
             layers.append(Endpoints(name, layer_form, {}, inputs, node.output(0), node))
-    return layers + list(by_output.values())
+    return layers
 
 
 def openvino_layers(model: Any, kernels: bool = False) -> list[Layer]:
