@@ -21,23 +21,19 @@ from typing import Any
 
 import numpy as np
 import onnx
+import openvino
+import openvino.opset15 as ops
 import pytest
+import torch
+import torch.nn.functional as F
 from onnx import TensorProto, helper
+from torch import nn
 
 import ctcop
+import ctcop.torch
 from ctcop.onnx import attach_onnx, onnx_model
+from ctcop.openvino import attach_openvino
 from ctcop.tolerance import compare
-
-openvino = pytest.importorskip("openvino")
-torch = pytest.importorskip("torch")
-pytest.importorskip("onnxscript")
-
-import openvino.opset15 as ops  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
-
-import ctcop.torch  # noqa: E402
-from ctcop.openvino import attach_openvino  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,  # exporters and OpenVINO's compilation: seconds a route
@@ -227,8 +223,9 @@ def test_tensorflows_ctc_loss_gives_inf_through_both_routes(tmp_path: Path) -> N
     than it has (+inf in TensorFlow and in spec 15), through tf2onnx + finish_onnx and through
     convert_model, under each config."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    tf = pytest.importorskip("tensorflow")
-    tf2onnx = pytest.importorskip("tf2onnx")
+    import tensorflow as tf
+    import tf2onnx
+
     from ctcop.tf import finish_onnx, reference_loss, tf2onnx_handlers
 
     spec = [
