@@ -262,20 +262,6 @@ def _run(lengths: np.ndarray, target_lengths: np.ndarray, first: int, last: int)
     return count
 
 
-@compiled
-def lane_samples(lengths: np.ndarray, target_lengths: np.ndarray, classes: int, first: int, last: int) -> int:
-    """How many of samples ``[first, last)`` :func:`batch_loss` computes in lanes, for frames of
-    ``classes`` classes."""
-    if classes > MOST_CLASSES:
-        return 0
-    total, i = 0, first
-    while i < last:
-        count = _run(lengths, target_lengths, i, last)
-        total += count if count >= FEWEST_SAMPLES else 0
-        i += count
-    return total
-
-
 @entry
 def batch_loss(
     logits: np.ndarray,

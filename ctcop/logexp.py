@@ -78,7 +78,7 @@ _TWO_52_BITS = (1023 + 52) << 52  # 2**52: a positive integer below it in the lo
 
 # The modules whose functions numba compiles (with :func:`compiled` and :func:`entry`): a kernel
 # inlines functions of the others, so a change to any of them makes every cached kernel stale.
-COMPILED_MODULES = ("atomics.py", "kernels.py", "lanes.py", "logexp.py", "rule_scan.py", "small_batch.py")
+COMPILED_MODULES = ("kernels.py", "lanes.py", "logexp.py", "rule_scan.py", "small_batch.py")
 
 
 @functools.cache

@@ -4,8 +4,7 @@
 :func:`ctcop.ctc_loss_grad`, :func:`ctcop.ctc_loss_or_nan`, both released-form functions and
 :func:`ctcop.greedy_decode` — for every logits dtype (float16, float32, float64) and every label and
 length type (int32, int64) the spec admits (sections 2 and 7), on a batch the one-call kernels
-compute and on one that goes to the batch kernels, and the second thread's wait
-(:func:`ctcop.small_batch.serve`). numba
+compute and on one that goes to the batch kernels. numba
 saves what they compile next to the sources (``ctcop/__pycache__``); the wheel build runs this on
 its copy of the package (``setup.py``), so an installed package loads its kernels instead of
 compiling them. numba reads a cache entry only where the core's sources, numba's version, Python's
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import small_batch
 from .decode import greedy_decode
 from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_grad
 
@@ -60,9 +58,7 @@ def _released(shape: tuple[int, int, int], logits_type: type, index_type: type) 
 
 
 def precompile() -> None:
-    """Make every call of this module's list once, and start the second thread's wait once, so
-    numba compiles and caches every kernel."""
-    small_batch.serve(np.zeros(small_batch.CONTROL_BYTES, np.uint8), 0, 0)
+    """Make every call of this module's list once, so numba compiles and caches every kernel."""
     for shape in SHAPES:
         for logits_type in LOGITS_TYPES:
             for index_type in INDEX_TYPES:

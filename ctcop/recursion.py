@@ -4,9 +4,9 @@ A :class:`~ctcop.canonical.CanonicalBatch` is cut into blocks of samples, and ea
 the compiled per-sample kernels of :mod:`ctcop.kernels` on the calling thread or one of a pool of
 threads (a small batch, below PARALLEL_WORK, runs whole on the calling thread; a small
 time-major batch of float32 or float64 logits in one compiled call with its rule scan,
-:func:`ctcop.small_batch.losses`, which shares it with the second thread of
-:mod:`ctcop.second_thread` when that waits awake). Every sample is computed on its own, so
-neither the batch around it nor the thread count changes a bit of its result.
+:func:`ctcop.small_batch.losses`). Every sample is computed on its own, so neither the batch
+around it nor the thread count changes a bit of its result. Once a call has returned, no thread
+of the pool computes, spins or waits on a timer: the pool's idle threads block on its queue.
 
 Threads: :func:`set_num_threads`, or the environment variable ``CTCOP_NUM_THREADS`` read at the
 first call; by default the CPUs this process may run on. At most MAX_THREADS: a larger count is
@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from . import canonical, kernels, lanes, second_thread, small_batch
+from . import canonical, kernels, lanes, small_batch
 from .canonical import CanonicalBatch, TimeMajorInputs
 from .cpus import MAX_THREADS, usable_cpus
 from .errors import InvalidInputError
@@ -47,15 +47,9 @@ SEGMENT_ELEMENTS = 1 << 20
 BLOCKS_PER_THREAD = 4
 # Work (:func:`ctcop.kernels.work_units`: frames times classes and lattice states; counted
 # GRADIENT_WORK times for the gradient) below which a batch runs on the calling thread alone, and a
-# small time-major batch in one compiled call. Measured quiet on the 2-core machine at T = 5, C = 11
-# (90 units per sample; docs/design.md), one thread against two: the loss 125 against 170 us at
-# N = 128, 213 against 165 at N = 192 (17280 units), 234 against 193 at N = 256; the gradient 266
-# against 266 at N = 128 (23040 counted units), 387 against 319 at N = 192.
+# small time-major batch in one compiled call: below it, handing blocks to the pool's threads
+# costs more than the work it shares.
 PARALLEL_WORK = 1 << 14
-# With two threads, a time-major batch below this much work is computed in one call, shared with
-# the second thread (ctcop.small_batch), which costs a copy of half its logits instead of the pool's
-# hand-over; beyond it the pool reads the logits where they are.
-PAIR_WORK = 1 << 17
 # A unit of the gradient's work costs about twice one of the loss's: its work is counted twice.
 GRADIENT_WORK = 2
 # The environment variable that sets the thread count (read at the first call).
@@ -248,59 +242,43 @@ def _in_one_call(
     settings: tuple[int, ...],
     outputs: tuple[np.ndarray, ...],
     computed: _Result,
-    threads: int,
 ) -> _Result:
     """A small batch's rule scan and result in one call of ``kernel`` (with ``settings`` after
-    the inputs and attributes, writing ``outputs``, sharing the batch with the second thread where
-    it may pay and ``threads`` allow, :mod:`ctcop.second_thread`): ``computed`` when it computed
-    the batch, else ``whole`` of the batch scanned again (a fault raised, or a batch too large for
-    one call; the labels as the call read them, so the scan is not compiled again for read-only
-    arrays)."""
+    the inputs and attributes, writing ``outputs``): ``computed`` when it computed the batch, else
+    ``whole`` of the batch scanned again (a fault raised, or a batch too large for one call; the
+    labels as the call read them, so the scan is not compiled again for read-only arrays)."""
     logits, labels = _writable(checked.logits), _writable(checked.label_values)
-    pair = threads > 1 and logits.shape[1] > 1
-    arena = second_thread.shared(PAIR_WORK) if pair else second_thread.ALONE
-    done = kernel(
-        logits, checked.mask_values, labels, checked.collapse, checked.merge_repeated, *settings, *outputs, arena
-    )
-    try:
-        if done in (small_batch.COMPUTED, small_batch.WAKE):
-            return computed
-        return whole(canonical.time_major_batch(checked._replace(label_values=labels)))
-    finally:  # after the pool, if the batch went there: the thread would spin beside it
-        if pair:
-            second_thread.wake(arena, done == small_batch.WAKE)
+    done = kernel(logits, checked.mask_values, labels, checked.collapse, checked.merge_repeated, *settings, *outputs)
+    if done == small_batch.COMPUTED:
+        return computed
+    return whole(canonical.time_major_batch(checked._replace(label_values=labels)))
 
 
-def _one_call_limits(threads: int, factor: int) -> tuple[int, int]:
-    """The work below which a time-major batch is computed in one call, shared with the second
-    thread, and the work below which it is computed in one call without it: any work on one
-    thread; on two, PAIR_WORK and the pool's threshold (PARALLEL_WORK, counted ``factor`` times);
-    on more, the pool's threshold for both."""
-    alone = PARALLEL_WORK // factor if threads > 1 else _UNLIMITED
-    return (PAIR_WORK if threads == 2 else alone), alone
+def _one_call_limit(factor: int) -> int:
+    """The work below which a time-major batch is computed in one call: any work on one thread,
+    else the pool's threshold (PARALLEL_WORK, counted ``factor`` times)."""
+    return PARALLEL_WORK // factor if get_num_threads() > 1 else _UNLIMITED
 
 
 def time_major_losses(checked: TimeMajorInputs) -> np.ndarray:
     """:func:`losses` of the batch of ``checked`` (:func:`ctcop.canonical.time_major_batch`, whose
     fault it raises): a small batch in one compiled call with the rule scan
     (:func:`ctcop.small_batch.losses`), a large one scanned, then cut into blocks."""
-    logits, threads = checked.logits, get_num_threads()
-    limits = _one_call_limits(threads, 1)
-    if not _small(logits, limits[0]):
+    logits, limit = checked.logits, _one_call_limit(1)
+    if not _small(logits, limit):
         return losses(canonical.time_major_batch(checked))
     out = np.empty(logits.shape[1], logits.dtype)
-    return _in_one_call(checked, losses, small_batch.losses, limits, (out,), out, threads)
+    return _in_one_call(checked, losses, small_batch.losses, (limit,), (out,), out)
 
 
 def time_major_losses_and_grad(checked: TimeMajorInputs) -> tuple[np.ndarray, np.ndarray]:
     """:func:`losses_and_grad` of the batch of ``checked``, as :func:`time_major_losses`."""
-    logits, threads = checked.logits, get_num_threads()
-    limits = _one_call_limits(threads, GRADIENT_WORK)
-    if not _small(logits, limits[0]):
+    logits, limit = checked.logits, _one_call_limit(GRADIENT_WORK)
+    if not _small(logits, limit):
         return losses_and_grad(canonical.time_major_batch(checked))
     out, grad = np.empty(logits.shape[1], logits.dtype), np.zeros(logits.shape, logits.dtype)
-    kernel, settings = small_batch.losses_and_grad, (*limits, SEGMENT_ELEMENTS)
-    return _in_one_call(checked, losses_and_grad, kernel, settings, (out, grad), (out, grad), threads)
+    settings = (limit, SEGMENT_ELEMENTS)
+    return _in_one_call(checked, losses_and_grad, small_batch.losses_and_grad, settings, (out, grad), (out, grad))
 
 
 def losses_and_grad(batch: CanonicalBatch) -> tuple[np.ndarray, np.ndarray]:

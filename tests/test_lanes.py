@@ -6,12 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numba
 import numpy as np
 import pytest
 
 import ctcop
-from ctcop import lanes, small_batch
+from ctcop import lanes
 from tests.oracle import openvino_loss, time_major_loss
 
 
@@ -121,45 +120,6 @@ def test_mixed_shapes_group_only_runs_of_one_shape() -> None:
     batch = ctcop.ctc_loss(inputs, mask, labels)
     assert np.isposinf(batch[34:46]).all() and np.isfinite(np.delete(batch, np.s_[34:46])).all()
     assert_bits(batch, alone(inputs, mask, labels))
-
-
-@numba.njit(cache=False)
-def _lane_counts(lengths: np.ndarray, target_lengths: np.ndarray, classes: int) -> tuple[int, int, int, bool]:
-    samples = lengths.shape[0]
-    size = small_batch._chunk_size(samples, 30, classes, 1, False)  # T = 30: at least 16 * 30 units a sample
-    chunked = 0
-    for first in range(0, samples, size):
-        chunked += lanes.lane_samples(lengths, target_lengths, classes, first, min(samples, first + size))
-    return (
-        lanes.lane_samples(lengths, target_lengths, classes, 0, samples),
-        size,
-        chunked,
-        small_batch._chunks_keep_lanes(lengths, target_lengths, classes, False, size),
-    )
-
-
-@pytest.mark.parametrize(
-    ("runs", "classes", "expected"),
-    [
-        ([16], 11, (16, 8, 0, False)),  # one group whole; two chunks of 8 are too short for lanes
-        ([9], 11, (9, 5, 0, False)),
-        ([8], 11, (0, 4, 0, True)),
-        ([18], 11, (16, 9, 18, True)),  # 16 in lanes and 2 alone; two chunks of 9 both in lanes
-        ([32], 11, (32, 16, 32, True)),  # chunks of whole groups
-        ([40], 11, (32, 16, 32, True)),  # groups of 16, 16 and 8 (alone) whole and in chunks
-        ([16], 65, (0, 1, 0, True)),  # more classes than lanes take: chunks of the work alone
-        ([5, 9, 3, 12], 11, (21, 15, 21, True)),  # the cut falls in the run of 3, computed alone
-        ([5, 12, 3, 10], 11, (22, 15, 20, False)),  # the cut leaves 2 of the 12 alone
-    ],
-)
-def test_lane_samples_and_the_chunks_that_would_lose_them(
-    runs: list[int], classes: int, expected: tuple[int, int, int, bool]
-) -> None:
-    """The samples computed in lanes, whole and in the second thread's chunks (and the chunks'
-    size), for runs of one frame count each (consecutive runs of different frame counts), and
-    whether the batch may be shared in those chunks."""
-    lengths = np.concatenate([np.full(size, 3 + k % 2 + 2 * k) for k, size in enumerate(runs)]).astype(np.int64)
-    assert _lane_counts(lengths, np.ones_like(lengths), classes) == expected
 
 
 def test_the_released_form_in_lanes() -> None:
