@@ -461,8 +461,7 @@ def time_major_inputs(
     merge_repeated: Any,
 ) -> TimeMajorInputs:
     """The spec's form (section 2) checked for every rule but 3.1 and 3.3, which the compiled rule
-    scan reads (:func:`time_major_batch`, or :func:`ctcop.small_batch.losses` with the
-    losses)."""
+    scan reads (:func:`time_major_batch`)."""
     logits, mask, raw = _time_major_arrays(inputs, sequence_mask, labels)
     collapse = flag(preprocess_collapse_repeated, "preprocess_collapse_repeated")
     merge = flag(merge_repeated, "merge_repeated")

@@ -290,7 +290,6 @@ def batch_loss(
     lanes = n <= MOST_CLASSES and last - first >= FEWEST_SAMPLES  # else no group: no lane buffers
     lane_classes = np.empty(width * LANES if lanes else 0, dtype=np.int64)
     space = np.empty(space_rows(width - 2, n) * LANES if lanes else 0)
-    scratches = (scratch, work, checkpoints, checkpoints[:0], normalising)
     i = first
     while i < last:
         count = _run(lengths, target_lengths, i, last) if lanes else 1
@@ -304,6 +303,18 @@ def batch_loss(
         else:
             for j in range(i, i + count):
                 states = lattice(targets[j, : target_lengths[j]], blank, merge_repeated, classes, moves)
-                loglik = forward_pass(logits, batch_major, j, lengths[j], classes[:states], moves, *scratches)
+                loglik = forward_pass(
+                    logits,
+                    batch_major,
+                    j,
+                    lengths[j],
+                    classes[:states],
+                    moves,
+                    scratch,
+                    work,
+                    checkpoints,
+                    checkpoints[:0],
+                    normalising,
+                )
                 store_loss(loglik, out, j)
         i += count

@@ -78,7 +78,7 @@ _TWO_52_BITS = (1023 + 52) << 52  # 2**52: a positive integer below it in the lo
 
 # The modules whose functions numba compiles (with :func:`compiled` and :func:`entry`): a kernel
 # inlines functions of the others, so a change to any of them makes every cached kernel stale.
-COMPILED_MODULES = ("kernels.py", "lanes.py", "logexp.py", "rule_scan.py", "small_batch.py")
+COMPILED_MODULES = ("kernels.py", "lanes.py", "logexp.py", "rule_scan.py")
 
 
 @functools.cache
@@ -139,7 +139,7 @@ def compiled(function: F) -> F:
     the wrappers that would make it callable from Python (they cost about a fifth of the first
     compilation), typed for mypy."""
     internal: dict[str, Any] = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
-    options = {"cache": True, "nogil": True, "error_model": "numpy", "forceinline": True, **internal}
+    options = {"cache": True, "nogil": True, "error_model": "numpy", **internal}
     return cast(F, _recovering(numba.njit(**options)(function)))
 
 

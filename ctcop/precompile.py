@@ -3,8 +3,7 @@
 ``python -m ctcop.precompile`` makes the calls a user meets first — :func:`ctcop.ctc_loss`,
 :func:`ctcop.ctc_loss_grad`, :func:`ctcop.ctc_loss_or_nan`, both released-form functions and
 :func:`ctcop.greedy_decode` — for every logits dtype (float16, float32, float64) and every label and
-length type (int32, int64) the spec admits (sections 2 and 7), on a batch the one-call kernels
-compute and on one that goes to the batch kernels. numba
+length type (int32, int64) the spec admits (sections 2 and 7), on a small batch and on one that goes to the pool. numba
 saves what they compile next to the sources (``ctcop/__pycache__``); the wheel build runs this on
 its copy of the package (``setup.py``), so an installed package loads its kernels instead of
 compiling them. numba reads a cache entry only where the core's sources, numba's version, Python's
@@ -20,8 +19,8 @@ from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_lo
 
 LOGITS_TYPES = (np.float16, np.float32, np.float64)
 INDEX_TYPES = (np.int32, np.int64)
-# [T, N, C]: a batch that :func:`ctcop.small_batch.losses` computes, and one of more logits
-# than ``recursion.PARALLEL_WORK``, which the batch kernels compute (whatever the thread count)
+# [T, N, C]: a batch computed on the calling thread, and one of more work than
+# ``recursion.PARALLEL_WORK``, which the pool computes
 SHAPES = ((3, 1, 4), (40, 16, 30))
 
 

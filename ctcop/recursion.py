@@ -2,11 +2,10 @@
 
 A :class:`~ctcop.canonical.CanonicalBatch` is cut into blocks of samples, and each block runs in
 the compiled per-sample kernels of :mod:`ctcop.kernels` on the calling thread or one of a pool of
-threads (a small batch, below PARALLEL_WORK, runs whole on the calling thread; a small
-time-major batch of float32 or float64 logits in one compiled call with its rule scan,
-:func:`ctcop.small_batch.losses`). Every sample is computed on its own, so neither the batch
-around it nor the thread count changes a bit of its result. Once a call has returned, no thread
-of the pool computes, spins or waits on a timer: the pool's idle threads block on its queue.
+threads (a small batch, below PARALLEL_WORK, runs whole on the calling thread). Every sample is
+computed on its own, so neither the batch around it nor the thread count changes a bit of its
+result. Once a call has returned, no thread of the pool computes, spins or waits on a timer: the
+pool's idle threads block on its queue.
 
 Threads: :func:`set_num_threads`, or the environment variable ``CTCOP_NUM_THREADS`` read at the
 first call; by default the CPUs this process may run on. At most MAX_THREADS: a larger count is
@@ -28,12 +27,12 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from . import canonical, kernels, lanes, small_batch
+from . import canonical, kernels, lanes
 from .canonical import CanonicalBatch, TimeMajorInputs
 from .cpus import MAX_THREADS, usable_cpus
 from .errors import InvalidInputError
@@ -46,15 +45,13 @@ SEGMENT_ELEMENTS = 1 << 20
 # Samples handed to a thread at a time: enough blocks per thread to even out unequal lengths.
 BLOCKS_PER_THREAD = 4
 # Work (:func:`ctcop.kernels.work_units`: frames times classes and lattice states; counted
-# GRADIENT_WORK times for the gradient) below which a batch runs on the calling thread alone, and a
-# small time-major batch in one compiled call: below it, handing blocks to the pool's threads
-# costs more than the work it shares.
+# GRADIENT_WORK times for the gradient) below which a batch runs on the calling thread alone: below
+# it, handing blocks to the pool's threads costs more than the work it shares.
 PARALLEL_WORK = 1 << 14
 # A unit of the gradient's work costs about twice one of the loss's: its work is counted twice.
 GRADIENT_WORK = 2
 # The environment variable that sets the thread count (read at the first call).
 THREADS_VARIABLE = "CTCOP_NUM_THREADS"
-_UNLIMITED = int(np.iinfo(np.int64).max)  # a work limit that no batch reaches
 
 _pool_lock = threading.Lock()  # held only to read or replace the two values below, never while computing
 _pool: tuple[int, ThreadPoolExecutor] | None = None  # (its thread count, the pool)
@@ -217,68 +214,15 @@ def log_likelihood(batch: CanonicalBatch) -> FloatArray:
     return loglik
 
 
-_KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_Result = TypeVar("_Result")
-
-
-def _small(logits: np.ndarray, limit: int) -> bool:
-    """Whether a batch goes to :func:`ctcop.small_batch.losses` (or its gradient's twin): fewer
-    logits than ``limit`` units of work (a batch that may be computed in one call), native float32
-    or float64 laid out as the kernels read them."""
-    return logits.size < limit and logits.dtype in _KERNEL_FLOATS and logits.flags.c_contiguous
-
-
-def _writable(array: np.ndarray) -> np.ndarray:
-    """``array``, or a copy where it is read-only: numba compiles a read-only array as another type,
-    so a read-only input (a memory map, a buffer) would compile the one-call kernels again instead
-    of loading them; a batch small enough for one call is cheap to copy."""
-    return array if array.flags.writeable else array.copy()
-
-
-def _in_one_call(
-    checked: TimeMajorInputs,
-    whole: Callable[[CanonicalBatch], _Result],
-    kernel: Callable[..., int],
-    settings: tuple[int, ...],
-    outputs: tuple[np.ndarray, ...],
-    computed: _Result,
-) -> _Result:
-    """A small batch's rule scan and result in one call of ``kernel`` (with ``settings`` after
-    the inputs and attributes, writing ``outputs``): ``computed`` when it computed the batch, else
-    ``whole`` of the batch scanned again (a fault raised, or a batch too large for one call; the
-    labels as the call read them, so the scan is not compiled again for read-only arrays)."""
-    logits, labels = _writable(checked.logits), _writable(checked.label_values)
-    done = kernel(logits, checked.mask_values, labels, checked.collapse, checked.merge_repeated, *settings, *outputs)
-    if done == small_batch.COMPUTED:
-        return computed
-    return whole(canonical.time_major_batch(checked._replace(label_values=labels)))
-
-
-def _one_call_limit(factor: int) -> int:
-    """The work below which a time-major batch is computed in one call: any work on one thread,
-    else the pool's threshold (PARALLEL_WORK, counted ``factor`` times)."""
-    return PARALLEL_WORK // factor if get_num_threads() > 1 else _UNLIMITED
-
-
 def time_major_losses(checked: TimeMajorInputs) -> np.ndarray:
     """:func:`losses` of the batch of ``checked`` (:func:`ctcop.canonical.time_major_batch`, whose
-    fault it raises): a small batch in one compiled call with the rule scan
-    (:func:`ctcop.small_batch.losses`), a large one scanned, then cut into blocks."""
-    logits, limit = checked.logits, _one_call_limit(1)
-    if not _small(logits, limit):
-        return losses(canonical.time_major_batch(checked))
-    out = np.empty(logits.shape[1], logits.dtype)
-    return _in_one_call(checked, losses, small_batch.losses, (limit,), (out,), out)
+    fault it raises)."""
+    return losses(canonical.time_major_batch(checked))
 
 
 def time_major_losses_and_grad(checked: TimeMajorInputs) -> tuple[np.ndarray, np.ndarray]:
     """:func:`losses_and_grad` of the batch of ``checked``, as :func:`time_major_losses`."""
-    logits, limit = checked.logits, _one_call_limit(GRADIENT_WORK)
-    if not _small(logits, limit):
-        return losses_and_grad(canonical.time_major_batch(checked))
-    out, grad = np.empty(logits.shape[1], logits.dtype), np.zeros(logits.shape, logits.dtype)
-    settings = (limit, SEGMENT_ELEMENTS)
-    return _in_one_call(checked, losses_and_grad, small_batch.losses_and_grad, settings, (out, grad), (out, grad))
+    return losses_and_grad(canonical.time_major_batch(checked))
 
 
 def losses_and_grad(batch: CanonicalBatch) -> tuple[np.ndarray, np.ndarray]:
