@@ -14,7 +14,7 @@ export, whose Loop body runs on one thread); ``--cpu`` adds the minimum CPU time
 thread per call, which other processes disturb less than wall time (for comparing exports: a
 peer's other threads are not counted).
 
-Memory (``--memory``, :mod:`ctcop.memory_probe`): a fresh worker process per (shape, options)
+Memory (``--memory``, :mod:`ctcop.process.memory_probe`): a fresh worker process per (shape, options)
 builds its inputs and the session, then measures the first call's peak RSS above the RSS before it
 (arena growth included) and, reset, the peak of three more calls above the RSS before them: what a
 call needs in steady state, beyond the inputs and what the session already holds; both over the
@@ -183,7 +183,7 @@ def timings(
 
 def memory_child(request: dict[str, Any]) -> dict[str, float]:
     """In a fresh worker: peak RSS of the first call and of later calls over the logits' bytes."""
-    from ctcop import memory_probe
+    from ctcop.process import memory_probe
 
     inputs, mask, labels = case(FRAMES, BATCH, request["length"], request["classes"])
     run = ort_runner(inputs, mask, labels, request["threads"], arena=request["arena"])
@@ -193,7 +193,7 @@ def memory_child(request: dict[str, Any]) -> dict[str, float]:
 
 
 def memory(threads: int) -> None:
-    from ctcop import memory_probe
+    from ctcop.process import memory_probe
 
     print("peak RSS over the logits' bytes (fresh process each; first call / later calls)")
     for length, classes in SHAPES:

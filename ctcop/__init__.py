@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidInputError
 
 if TYPE_CHECKING:
+    from .core.scheduler import get_num_threads, set_num_threads
     from .decode import greedy_decode
-    from .recursion import get_num_threads, set_num_threads
     from .reference import (
         ctc_loss,
         ctc_loss_grad,
@@ -47,8 +47,8 @@ _HOME = {
     "openvino_ctc_loss_grad": ".reference",
     "openvino_ctc_loss_or_nan": ".reference",
     "greedy_decode": ".decode",
-    "get_num_threads": ".recursion",
-    "set_num_threads": ".recursion",
+    "get_num_threads": ".core.scheduler",
+    "set_num_threads": ".core.scheduler",
 }
 
 

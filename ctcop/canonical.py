@@ -11,7 +11,6 @@ Section numbers refer to ``spec/ctcloss4.md``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, NamedTuple
@@ -21,12 +20,8 @@ import numpy.typing as npt
 
 from .attributes import flag
 from .errors import InvalidInputError
+from .process.limits import memory_budget
 from .schema import FormSpec, PortSpec, form
-
-try:
-    import resource
-except ImportError:  # not on Unix: no ulimit
-    resource = None  # type: ignore[assignment]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -76,56 +71,6 @@ WORKING_BYTES = 8
 # Working memory that check_size grants without reading the system's limits (a syscall and a file
 # read per call, more than a small batch's whole computation).
 ALWAYS_FITS = 1 << 20
-
-
-@cache  # constant for the life of the process
-def _physical_memory() -> int | None:
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def _address_space_left() -> int | None:
-    """What ``RLIMIT_AS`` (``ulimit -v``) leaves this process beyond its current size."""
-    if resource is None:
-        return None
-    try:
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if limit == resource.RLIM_INFINITY:
-            return None
-        with open("/proc/self/statm", encoding="ascii") as statm:
-            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        return max(0, limit - size)
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-@cache  # read once per process: a limit set later is met by refusing_memory_errors
-def _cgroup_limit() -> int | None:
-    """The memory limit of this process's control group (cgroup v2 ``memory.max``), if any."""
-    try:
-        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as limit:
-            text = limit.read().strip()
-        return None if text == "max" else int(text)
-    except (OSError, ValueError):
-        return None
-
-
-@cache  # both are read once per process
-def _fixed_budget() -> int | None:
-    """The least of this machine's physical memory and the container's limit (None where the
-    system says neither)."""
-    known = [size for size in (_physical_memory(), _cgroup_limit()) if size is not None]
-    return min(known) if known else None
-
-
-def memory_budget() -> int | None:
-    """The bytes of working memory the inputs of one call may need: the least of this machine's
-    physical memory, the container's limit and what ``ulimit -v`` leaves (None where the system
-    says none of them)."""
-    known = [size for size in (_fixed_budget(), _address_space_left()) if size is not None]
-    return min(known) if known else None
 
 
 def _gib(size: int) -> str:
@@ -496,8 +441,8 @@ def from_time_major(
 
 def time_major_batch(checked: TimeMajorInputs) -> CanonicalBatch:
     """Rules 3.1 and 3.3 (labels first, then mask values, then gaps) in one compiled pass
-    (:mod:`ctcop.rule_scan`): the first fault raised, or the batch."""
-    from . import rule_scan  # compiled: loaded on first use, not by ``ctcop validate``
+    (:mod:`ctcop.core.rule_scan`): the first fault raised, or the batch."""
+    from .core import rule_scan  # compiled: loaded on first use, not by ``ctcop validate``
 
     classes = int(checked.logits.shape[2])
     frames, samples = checked.mask_values.shape
@@ -518,10 +463,10 @@ def _scanned_batch(
     target_lengths: IntArray,
     longest: int,
 ) -> CanonicalBatch:
-    """The batch of ``checked`` from what :func:`ctcop.rule_scan.time_major_scan` wrote: its
+    """The batch of ``checked`` from what :func:`ctcop.core.rule_scan.time_major_scan` wrote: its
     fault raised as the rule it breaks, or the frame counts and the processed targets (spec 3.2,
     3.4; rows trimmed to the ``longest``)."""
-    from . import rule_scan
+    from .core import rule_scan
 
     kind, row, column = fault.tolist()
     classes = int(checked.logits.shape[2])

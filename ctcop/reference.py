@@ -1,7 +1,7 @@
 """The exact reference evaluator of CTCLoss-4 in both of its forms (spec/ctcloss4.md).
 
 Every function validates through :mod:`ctcop.canonical`, computes in float64 through
-:mod:`ctcop.recursion`, and rounds once to the element type of the logits.
+:mod:`ctcop.core.scheduler`, and rounds once to the element type of the logits.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from . import canonical, recursion
+from . import canonical
+from .core import scheduler
 from .errors import refusing_memory_errors
 
 
@@ -35,7 +36,7 @@ def ctc_loss(
         preprocess_collapse_repeated=preprocess_collapse_repeated,
         merge_repeated=merge_repeated,
     )
-    return recursion.time_major_losses(checked)
+    return scheduler.time_major_losses(checked)
 
 
 @refusing_memory_errors("inputs")
@@ -91,7 +92,7 @@ def ctc_loss_grad(
         preprocess_collapse_repeated=preprocess_collapse_repeated,
         merge_repeated=merge_repeated,
     )
-    return recursion.time_major_losses_and_grad(checked)
+    return scheduler.time_major_losses_and_grad(checked)
 
 
 @refusing_memory_errors("logits")
@@ -122,7 +123,7 @@ def openvino_ctc_loss(
         ctc_merge_repeated=ctc_merge_repeated,
         unique=unique,
     )
-    return recursion.losses(batch)
+    return scheduler.losses(batch)
 
 
 @refusing_memory_errors("logits")
@@ -186,4 +187,4 @@ def openvino_ctc_loss_grad(
         ctc_merge_repeated=ctc_merge_repeated,
         unique=unique,
     )
-    return recursion.losses_and_grad(batch)
+    return scheduler.losses_and_grad(batch)

@@ -1,10 +1,21 @@
 import contextlib
+import hashlib
 import os
 import re
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# numba keys a cached kernel by its own source file only, while a kernel links the functions it
+# calls from the other modules of ctcop/core: the tests compile into a cache named by the digest
+# of every core source, so an edit to any of them is compiled, never met with stale machine code
+# (set before numba is imported here or in a child process, which inherits it).
+_CORE = sorted((Path(__file__).parents[1] / "ctcop" / "core").glob("*.py"))
+_DIGEST = hashlib.sha256(b"".join(path.read_bytes() for path in _CORE)).hexdigest()[:16]
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"ctcop-numba-{_DIGEST}"))
 
 # TensorFlow 2.21 and Triton (torch's dependency, imported by torch.export) segfault in one process
 # when Triton is imported second; tests/test_peers.py imports TensorFlow before
@@ -51,6 +62,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def every_batch_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches of any size go to the core's thread pool (below ``PARALLEL_WORK`` a batch otherwise
     runs on the calling thread), so that a test of the threads reaches them."""
-    from ctcop import recursion
+    from ctcop.core import scheduler
 
-    monkeypatch.setattr(recursion, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(scheduler, "PARALLEL_WORK", 0)

@@ -1,5 +1,5 @@
 """Worker of tests/test_fuzz_graphs.py: one exported graph in one runtime, crash-isolated
-(:func:`evaluate`, run in a fresh process by :class:`ctcop.isolated.Worker`).
+(:func:`evaluate`, run in a fresh process by :class:`ctcop.process.workers.Worker`).
 
 A request ``{"runtime", "path"}`` names an ``.npz`` (``inputs``, ``sequence_mask``, ``labels`` and
 the attributes as 0-d bools); the worker runs ctcop's exported graph for the inputs' element types

@@ -98,12 +98,12 @@ def test_inputs_beyond_what_ulimit_leaves_are_refused_before_allocating() -> Non
 
 
 def test_an_allocation_that_fails_during_the_computation_is_invalid_input(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctcop import recursion
+    from ctcop.core import scheduler
 
     def fails(*args: object, **kwargs: object) -> None:
         raise MemoryError("Unable to allocate 9 GiB")
 
-    monkeypatch.setattr(recursion, "time_major_losses", fails)
+    monkeypatch.setattr(scheduler, "time_major_losses", fails)
     inputs = np.zeros((3, 1, 3), np.float32)
     with pytest.raises(ctcop.InvalidInputError, match=r"^inputs: needs more memory than this process could allocate"):
         ctcop.ctc_loss(inputs, MASK, LABELS)

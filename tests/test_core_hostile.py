@@ -1,4 +1,4 @@
-"""Hostile tests of the compiled core (ctcop/kernels.py, ctcop/logexp.py, ctcop/recursion.py).
+"""Hostile tests of the compiled core (ctcop/core/kernels.py, ctcop/core/logexp.py, ctcop/scheduler.py).
 
 The first group reproduces defects found by attacking the numba core (each test fails until the
 defect is fixed); the rest are strong checks that held and are worth keeping: exactness against a
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import ctcop
-from ctcop import recursion
+from ctcop.core import scheduler
 
 # -- defects -------------------------------------------------------------------------------------
 
@@ -82,7 +82,7 @@ FORK_WHILE_LOCKED = textwrap.dedent(
     import os, sys, threading, time
     import numpy as np
     import ctcop
-    from ctcop import recursion
+    from ctcop.core import scheduler
     rng = np.random.default_rng(0)
     big = rng.standard_normal((2000, 12, 8))  # a few seconds of gradient on two threads
     big_mask, big_labels = np.ones((2000, 12), np.int8), np.full((12, 2000), -1)
@@ -99,9 +99,9 @@ FORK_WHILE_LOCKED = textwrap.dedent(
     switch = threading.Thread(target=ctcop.set_num_threads, args=(2,))
     switch.start()
     deadline = time.monotonic() + 120
-    while not recursion._pool_lock.locked() and switch.is_alive() and time.monotonic() < deadline:
+    while not scheduler._pool_lock.locked() and switch.is_alive() and time.monotonic() < deadline:
         time.sleep(0.001)
-    print("lock held at fork:", recursion._pool_lock.locked())
+    print("lock held at fork:", scheduler._pool_lock.locked())
     pid = os.fork()
     if pid == 0:
         try:
@@ -297,7 +297,7 @@ def test_checkpoint_segmentation_changes_no_bit(monkeypatch: pytest.MonkeyPatch)
         merge = bool(rng.integers(2))
         loss, grad = ctcop.ctc_loss_grad(*batch, merge_repeated=merge)
         for elements in (1, 3, 7, 20, 100):
-            monkeypatch.setattr(recursion, "SEGMENT_ELEMENTS", elements)
+            monkeypatch.setattr(scheduler, "SEGMENT_ELEMENTS", elements)
             other = ctcop.ctc_loss_grad(*batch, merge_repeated=merge)
             monkeypatch.undo()
             np.testing.assert_array_equal(other[0], loss)

@@ -1,4 +1,4 @@
-"""``ctcop.defect_rules``: which registered defect explains a failure, with its evidence (spec 10.1,
+"""``ctcop.defects.predicates``: which registered defect explains a failure, with its evidence (spec 10.1,
 12.2, 13), on each defect's smallest input; the registry decides runtimes, statuses and thresholds."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ctcop import defect_rules
 from ctcop.attributes import Attributes
 from ctcop.conformance import corpus
-from ctcop.defect_rules import Failure, explain, read
-from ctcop.defects import Registry, defect, registry
+from ctcop.defects import Registry, defect, predicates, registry
+from ctcop.defects.predicates import Failure, explain, read
 from ctcop.layers.causes import likely_cause
 from ctcop.layers.find import Layer, Port
 from ctcop.tolerance import Mismatch
@@ -102,7 +101,7 @@ def test_d3_thresholds_come_from_the_registry(monkeypatch) -> None:
         dataclasses.replace(d, evidence={**d.evidence, "logit_at_least": 40.0}) if d.id == "D3" else d
         for d in registry().defects
     )
-    monkeypatch.setattr(defect_rules, "registry", lambda: Registry(registry().libraries, entries))
+    monkeypatch.setattr(predicates, "registry", lambda: Registry(registry().libraries, entries))
     assert ids(x, "fail") == ["D3"]
 
 
@@ -169,7 +168,7 @@ def test_eval_names_the_causes_from_the_rules() -> None:
     )
 
 
-@pytest.mark.parametrize("defect_id", sorted(defect_rules.PREDICATES, key=lambda d: int(d[1:])))
+@pytest.mark.parametrize("defect_id", sorted(predicates.PREDICATES, key=lambda d: int(d[1:])))
 def test_every_measured_case_of_a_defect_meets_its_predicate(defect_id: str) -> None:
     # The registry's cases are where each defect was measured: the predicate must hold on each,
     # for the case's runtime and every status the defect lists.

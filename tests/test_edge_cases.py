@@ -99,7 +99,7 @@ def test_bfloat16_results_are_rounded_once_near_every_kind_of_midpoint() -> None
     # Spec 6: float64 rounded once. Just above / below / on the midpoint of two neighbouring
     # bfloat16 values (ml_dtypes' own float64 cast goes through float32 and rounds twice).
     bfloat16 = ml_dtypes.bfloat16
-    from ctcop.rounding import round_once
+    from ctcop.core.rounding import round_once
 
     rng = np.random.default_rng(3)
     low = rng.normal(size=20_000).astype(bfloat16).astype(np.float64)

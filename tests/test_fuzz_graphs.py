@@ -29,7 +29,7 @@ from fuzz_strategies import Batch, GraphCase, budget, graph_cases
 from hypothesis import given
 
 import ctcop
-from ctcop.isolated import Failed, Lost, Worker
+from ctcop.process.workers import Failed, Lost, Worker
 from ctcop.tolerance import compare
 
 WORKER = "fuzz_worker:evaluate"

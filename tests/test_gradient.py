@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import ctcop
-from ctcop import recursion
 from ctcop.conformance.cases import random_case
+from ctcop.core import scheduler
 from ctcop.reference import openvino_ctc_loss_grad
 
 
@@ -160,13 +160,13 @@ def test_checkpoint_segments_and_threads_change_no_bit(
     labels[2, :4] = [1, 0, 1, 3]
     labels[3, :2] = [1, 2]  # no frames: no aligned path
     expected = ctcop.ctc_loss_grad(inputs, mask, labels)
-    monkeypatch.setattr(recursion, "SEGMENT_ELEMENTS", segment_elements)
-    previous = recursion.get_num_threads()
-    recursion.set_num_threads(threads)
+    monkeypatch.setattr(scheduler, "SEGMENT_ELEMENTS", segment_elements)
+    previous = scheduler.get_num_threads()
+    scheduler.set_num_threads(threads)
     try:
         loss, grad = ctcop.ctc_loss_grad(inputs, mask, labels)
     finally:
-        recursion.set_num_threads(previous)
+        scheduler.set_num_threads(previous)
     np.testing.assert_array_equal(loss, expected[0])
     np.testing.assert_array_equal(grad, expected[1])
     np.testing.assert_array_equal(ctcop.ctc_loss(inputs, mask, labels), expected[0])

@@ -1,4 +1,4 @@
-"""Crash-isolated workers (:mod:`ctcop.isolated`): answers and errors as JSON lines, how a worker
+"""Crash-isolated workers (:mod:`ctcop.process.workers`): answers and errors as JSON lines, how a worker
 ended, the timeout, SIGINT ignored, its own process group and streams, and nothing it started
 outliving it, for spawned workers and workers a fork server forks alike; a fork server's
 environment however large, and an exchange with it cut short. The workers run the functions of
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from ctcop import isolated
-from ctcop.isolated import Failed, ForkServer, Lost, Worker, call
+from ctcop.process import workers
+from ctcop.process.workers import Failed, ForkServer, Lost, Worker, call
 
 HERE = __name__
 
@@ -168,7 +168,7 @@ def test_a_fork_server_gives_its_workers_an_environment_larger_than_a_socket_mes
     script = textwrap.dedent(
         """
         import os
-        from ctcop.isolated import ForkServer, Worker
+        from ctcop.process.workers import ForkServer, Worker
 
         names = [f"CTCOP_TEST_LARGE_{i}" for i in range(3)]
         forks = ForkServer([], {**os.environ, **{name: name[-1] * 100_000 for name in names}})
@@ -205,7 +205,7 @@ def test_an_exchange_cut_short_ends_the_server_and_its_workers(tmp_path: Path, m
             raise KeyboardInterrupt
 
         with monkeypatch.context() as patched:
-            patched.setattr(isolated.socket, "send_fds", send_then_interrupt)
+            patched.setattr(workers.socket, "send_fds", send_then_interrupt)
             with pytest.raises(KeyboardInterrupt):
                 worker.process.poll()
         assert forks.process is None and first is not None and first.returncode is not None
@@ -248,7 +248,7 @@ INTERRUPTED_WHILE_STARTING = """
 import signal, subprocess, sys
 
 sys.path.insert(0, sys.argv[1])
-from ctcop import isolated
+from ctcop.process import workers
 
 
 class Interrupting(subprocess.Popen):
@@ -265,7 +265,7 @@ def stop(signum, frame):
 signal.signal(signal.SIGTERM, stop)
 subprocess.Popen = Interrupting
 try:
-    isolated.Worker("slow_import:anything")
+    workers.Worker("slow_import:anything")
 except KeyboardInterrupt:
     print("interrupted", flush=True)
 """
@@ -287,7 +287,7 @@ def test_a_worker_never_ended_is_ended_when_its_caller_exits(tmp_path: Path) -> 
     # (A forked worker and its server need no such care: the server ends when its caller's socket
     # closes, and the worker with it.)
     script = "import sys; sys.path.insert(0, sys.argv[1]); from ctcop import isolated\n"
-    script += "print(isolated.Worker('slow_import:anything').pid)"
+    script += "print(workers.Worker('slow_import:anything').pid)"
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert not alive(int(done.stdout)), "the worker outlived its caller"

@@ -1,4 +1,4 @@
-"""The loss over samples side by side (:mod:`ctcop.lanes`): every sample gets the bits it gets
+"""The loss over samples side by side (:mod:`ctcop.core.lanes`): every sample gets the bits it gets
 alone, whatever its neighbours, and the values of path enumeration."""
 
 import os
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ctcop
-from ctcop import lanes
+from ctcop.core import lanes
 from tests.oracle import openvino_loss, time_major_loss
 
 
@@ -140,7 +140,7 @@ def test_the_released_form_in_lanes() -> None:
 
 
 def lane_batches() -> list[tuple[np.ndarray, ...]]:
-    """Arguments of :func:`ctcop.lanes.batch_loss` (time-major, blank C - 1, merge_repeated) on
+    """Arguments of :func:`ctcop.core.lanes.batch_loss` (time-major, blank C - 1, merge_repeated) on
     float64 batches with every kind of run: full groups, a group of 11, leftovers computed alone,
     groups of no frames, of empty targets (S = 1), and a batch of 64 classes."""
     rng = np.random.default_rng(9)
@@ -155,7 +155,7 @@ def lane_batches() -> list[tuple[np.ndarray, ...]]:
 
 
 def lane_losses(first: int, last: int) -> list[np.ndarray]:
-    """:func:`ctcop.lanes.batch_loss` over samples ``[first, last)`` of each of :func:`lane_batches`."""
+    """:func:`ctcop.core.lanes.batch_loss` over samples ``[first, last)`` of each of :func:`lane_batches`."""
     results = []
     for logits, lengths, targets, target_lengths in lane_batches():
         out = np.full(logits.shape[1], -1.0)

@@ -1,4 +1,4 @@
-"""The kernels' exp and ln (ctcop.logexp) against the C library's (Python's ``math``, the same on
+"""The kernels' exp and ln (ctcop.core.logexp) against the C library's (Python's ``math``, the same on
 every x86-64 CPU, unlike numpy's SIMD paths) over the domains the kernels use, and the
 recursion's exact fallback where a state's predecessors lie far below the frame's top."""
 
@@ -11,7 +11,7 @@ import pytest
 from oracle import path_sum
 
 import ctcop
-from ctcop import logexp
+from ctcop.core import logexp
 
 
 @numba.njit

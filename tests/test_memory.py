@@ -1,7 +1,7 @@
 """Peak memory of the reference (spec sections 4.5 and 5), measured as resident memory.
 
 The compiled kernels allocate through numba's runtime, which tracemalloc does not see, so each
-measurement runs in a fresh worker process (:mod:`ctcop.memory_probe`): it builds the inputs,
+measurement runs in a fresh worker process (:mod:`ctcop.process.memory_probe`): it builds the inputs,
 warms the kernels up on a tiny batch, resets the kernel's peak-RSS mark, makes the call and
 reports the high-water mark above the resident size before the call. That counts everything the
 call touches: its result, the per-sample work of every thread, and any copy of the logits.
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import ctcop
-from ctcop import memory_probe, recursion
+from ctcop.core import scheduler
+from ctcop.process import memory_probe
 
 MB = 1e6
 THREADS = 2
@@ -55,7 +56,7 @@ def gradient_bound(frames: int, classes: int, states: int) -> float:
     (S + 2) (ceil(T / K) + ceil(T / ceil(T / K))) float64 with K = max(ceil(sqrt(T)),
     SEGMENT_ELEMENTS / (S + 2)), and O(S + C + T) work besides; THREADS samples run at once."""
     padded = states + 2
-    length = min(frames, max(math.isqrt(max(frames - 1, 0)) + 1, recursion.SEGMENT_ELEMENTS // padded))
+    length = min(frames, max(math.isqrt(max(frames - 1, 0)) + 1, scheduler.SEGMENT_ELEMENTS // padded))
     count = -(-frames // length)
     per_sample = 8.0 * (padded * (count + -(-frames // count)) + 8 * padded + 2 * classes + 2 * frames)
     return THREADS * per_sample

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ctcop
-from ctcop import recursion
+from ctcop.core import scheduler
 
 SUBNORMAL_LOSS = 2.5494452  # T = 3, C = 4, target (0, 1), logits 0 but one tiny one
 
@@ -96,7 +96,7 @@ def test_a_failed_thread_start_leaves_a_working_core(monkeypatch: pytest.MonkeyP
 
     try:
         ctcop.set_num_threads(16)
-        monkeypatch.setattr(recursion, "PARALLEL_WORK", 0)  # the small batch goes to the pool too
+        monkeypatch.setattr(scheduler, "PARALLEL_WORK", 0)  # the small batch goes to the pool too
         monkeypatch.setattr(threading.Thread, "start", refusing)
         with pytest.raises(ctcop.InvalidInputError, match="could not start 16 threads"):
             ctcop.ctc_loss(inputs, mask, labels)
@@ -107,61 +107,3 @@ def test_a_failed_thread_start_leaves_a_working_core(monkeypatch: pytest.MonkeyP
     finally:
         monkeypatch.undo()
         ctcop.set_num_threads(before)
-
-
-# -- numba's cache -----------------------------------------------------------------------------------
-
-_CALL = (
-    "import numpy as np, ctcop; "
-    "print(ctcop.ctc_loss(np.zeros((3, 1, 4)), np.ones((3, 1), np.int8), np.array([[0, 1, -1]]))[0])"
-)
-
-
-@pytest.mark.slow  # compiles the kernels three times in child processes
-def test_a_corrupted_kernel_cache_is_recompiled(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-
-    def call() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", _CALL], env=env, capture_output=True, text=True, timeout=600)
-
-    first = call()
-    assert first.returncode == 0, first.stderr
-    files = sorted(tmp_path.rglob("*.nb[ic]"))
-    assert any(f.suffix == ".nbi" for f in files)
-    for kind in (".nbi", ".nbc"):  # a garbled index, then garbled data files
-        for path in files:
-            if path.suffix == kind and path.exists():
-                path.write_bytes(b"garbage")
-        again = call()
-        assert again.returncode == 0, again.stderr
-        assert again.stdout == first.stdout
-
-
-def _cached_function(x: float) -> float:
-    return x
-
-
-def test_an_unreadable_cache_is_a_miss_under_a_numba_with_other_private_names(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    from numba.core.registry import cpu_target
-
-    from ctcop import logexp
-
-    cache = logexp.RecoveringCache(_cached_function)
-
-    def unreadable(*_: Any) -> Any:
-        raise EOFError("a truncated data file")
-
-    monkeypatch.setattr(cache, "_load_overload", unreadable)
-    index = tmp_path / "index.nbi"
-    index.write_bytes(b"garbage")
-    monkeypatch.setattr(cache._cache_file, "_index_path", str(index))
-    assert cache.load_overload(None, cpu_target.target_context) is None  # a miss: compiled anew
-    assert not index.exists()
-    monkeypatch.setattr(cache, "_cache_file", object())  # a numba that keeps its index elsewhere
-    assert cache.load_overload(None, cpu_target.target_context) is None

@@ -9,9 +9,9 @@ import onnx
 import pytest
 
 import ctcop
-from ctcop import memory_probe
 from ctcop.conformance.runtimes import RUNTIMES
 from ctcop.onnx import function, onnx_model
+from ctcop.process import memory_probe
 
 # Per step of the recursion: two Gathers and an Add (skip penalty) for the terms, a floored Max,
 # three Sub/Exp for the weights, two Gathers and three Muls for the masses (not on a block's first

@@ -25,7 +25,7 @@ from ctcop.conformance.case import Case
 from ctcop.conformance.peers import PEERS, warpctc
 from ctcop.conformance.peers.tf_ctc import sparse_targets
 from ctcop.conformance.protocol import Outcome, Unsupported
-from ctcop.isolated import Failed
+from ctcop.process.workers import Failed
 from ctcop.tolerance import compare
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from ctcop import isolated
 from ctcop.conformance import corpus
 from ctcop.conformance.pool import Pool, Runtimes, Settings, Task, evaluate
+from ctcop.process import workers
 
 CASE = "spec/hand_worked/float64"
 
@@ -45,7 +45,7 @@ def test_an_interruption_between_an_order_and_its_reply_stops_the_workers_and_th
             raise KeyboardInterrupt
         return count
 
-    monkeypatch.setattr(isolated.socket, "send_fds", interrupt_the_second)
+    monkeypatch.setattr(workers.socket, "send_fds", interrupt_the_second)
     with pytest.raises(KeyboardInterrupt):
         pool.run([Task(0, "reference", CASE, 0), Task(1, "reference", CASE, 1)])
     monkeypatch.undo()

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from ctcop import defect_rules
 from ctcop.cli.conformance import print_report
 from ctcop.conformance import classes, corpus, html, report
 from ctcop.conformance.result import Result
+from ctcop.defects import predicates
 
 RUNTIMES = [{"name": "openvino", "description": "native", "available": True, "reason": None}]
 
@@ -27,7 +27,7 @@ def test_the_smallest_cases_sizes_are_the_declared_ones_and_no_array_is_read(mon
     results = [Result(case_id, "openvino", "xfail", "D1 ...", defect="D1") for case_id in cases]
     results.append(Result(smallest, "openvino", "xpass", "re-measure: D4 ...", defect="D4"))
     monkeypatch.setattr(classes, "facts", not_read)
-    monkeypatch.setattr(defect_rules, "read", not_read)
+    monkeypatch.setattr(predicates, "read", not_read)
 
     print_report(RUNTIMES, results, cases, "head", 0)
     table = capsys.readouterr().out

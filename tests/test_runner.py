@@ -20,7 +20,7 @@ import pytest
 from ctcop.conformance import classes, corpus, expected, junit, known, registry, report, runner, shard, suite, verdict
 from ctcop.conformance.protocol import Outcome
 from ctcop.conformance.result import REPORTED, Raised, Result, from_dict, to_dict
-from ctcop.precompile import precompile
+from ctcop.core.precompile import precompile
 from ctcop.tolerance import Mismatch, allowance, describe
 
 BAD = f"{Path(__file__).with_name('bad_runtimes.py')}:BAD"

@@ -15,7 +15,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 ov = pytest.importorskip("openvino")
 
-from ctcop.isolated import Lost, call  # noqa: E402
+from ctcop.process.workers import Lost, call  # noqa: E402
 from ctcop.tf import ctc_loss, redirect_ctc_loss, reference_loss, tensorflow_extensions  # noqa: E402
 from ctcop.tf.gradient import GRADIENT_REFUSED  # noqa: E402
 from ctcop.tf.semantics import TfCtcCall  # noqa: E402

@@ -1,5 +1,5 @@
 """The core's thread pool: results independent of the thread count, and usable in a child that a
-program forks after it has used the core (ctcop's own workers are spawned, :mod:`ctcop.isolated`)."""
+program forks after it has used the core (ctcop's own workers are spawned, :mod:`ctcop.process.workers`)."""
 
 import os
 import subprocess

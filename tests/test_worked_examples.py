@@ -8,7 +8,8 @@ import pytest
 from oracle import decode_path
 
 import ctcop
-from ctcop import canonical, kernels, recursion
+from ctcop import canonical
+from ctcop.core import kernels, scheduler
 from ctcop.examples import HAND_WORKED_PROBS, SEED_LABELS, worked_examples
 
 # Section 9.1: T = 3, C = 3 (classes a = 0, b = 1, blank = 2); logits are ln of these probabilities.
@@ -73,7 +74,7 @@ def test_hand_worked_forward_table() -> None:
     expected = [[0.3, 0.5, 0.0], [0.15, 0.32, 0.25], [0.015, 0.282, 0.057]]
     table = forward_table(batch.logits[:, 0], batch.targets[0, :1], batch.blank, batch.merge_repeated)
     np.testing.assert_allclose(np.exp(table), expected, rtol=1e-13, atol=0)
-    assert recursion.log_likelihood(batch)[0] == pytest.approx(math.log(0.339), rel=1e-14)
+    assert scheduler.log_likelihood(batch)[0] == pytest.approx(math.log(0.339), rel=1e-14)
 
 
 def test_hand_worked_gradient() -> None:

@@ -6,5 +6,5 @@ every library), :mod:`.implementations` (the columns), :mod:`.timing` (check, th
 cell), :mod:`.memory` (peak memory in a child process), :mod:`.ratios`, :mod:`.results` (the
 run's record and its JSON report), :mod:`.table` (the text), :mod:`.plot` (``--plot``) and
 :mod:`.run` (the driver). A wing: it imports the ONNX, OpenVINO and conformance wings and, by
-name on first use (:mod:`ctcop.frameworks`), the frameworks it times.
+name on first use (:mod:`ctcop.process.frameworks`), the frameworks it times.
 """

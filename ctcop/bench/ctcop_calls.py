@@ -13,7 +13,7 @@ import numpy as np
 
 import ctcop
 
-from ..frameworks import framework
+from ..process.frameworks import framework
 from ..schema import form
 from .prepared import Prepare, Prepared, Result, openvino_config, openvino_infer
 from .shapes import Inputs

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..conformance.peers.warpctc import paddle
-from ..frameworks import framework
-from ..native_stderr import native_stderr_silenced
+from ..process.frameworks import framework
+from ..process.native_stderr import native_stderr_silenced
 from .prepared import Layout, Prepare, Prepared, Result, layout, openvino_config, openvino_infer
 from .shapes import Inputs
 from .threads import tensorflow_threads, torch_threads

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..frameworks import missing
+from ..process.frameworks import missing
 from .ctcop_calls import (
     ctcop_forward,
     ctcop_grad,

@@ -1,6 +1,6 @@
 """Peak memory of an implementation's call, relative to the bytes of its float32 logits.
 
-Method (:mod:`ctcop.memory_probe`): a fresh worker process draws the inputs, calls the
+Method (:mod:`ctcop.process.memory_probe`): a fresh worker process draws the inputs, calls the
 implementation once on one sample of the same [T, C] (so that JIT compilation and one-time
 set-up are not counted), prepares it for the inputs (model built, inputs laid out, as for
 timing) and collects garbage; its resident set size then is the baseline. The peak resident size
@@ -17,8 +17,8 @@ import gc
 from dataclasses import dataclass
 from typing import Any
 
-from .. import memory_probe
-from ..isolated import Failed, Lost
+from ..process import memory_probe
+from ..process.workers import Failed, Lost
 from .shapes import Shape
 
 METHOD = (

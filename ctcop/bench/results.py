@@ -21,7 +21,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..frameworks import versions as installed_versions
+from ..process.frameworks import versions as installed_versions
 from .implementations import IMPLEMENTATIONS
 from .memory import METHOD, Memory
 from .ratios import ratio_value, usable_ratios

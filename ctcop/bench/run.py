@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..cpus import usable_cpus
 from ..errors import InvalidInputError
+from ..process.cpus import usable_cpus
 from . import memory, results, shapes, threads
 from .implementations import IMPLEMENTATIONS, Implementation, default_names
 from .results import Results, Settings

@@ -19,14 +19,14 @@ from typing import Any
 
 import ctcop
 
-from .. import recursion
+from ..core import scheduler
 
-ENV = recursion.THREADS_VARIABLE
+ENV = scheduler.THREADS_VARIABLE
 
 
 def _core(name: str) -> Any:
     """``ctcop.<name>`` or, before the facade exports it, the core's own; None if neither has it."""
-    found = getattr(ctcop, name, None) or getattr(recursion, name, None)
+    found = getattr(ctcop, name, None) or getattr(scheduler, name, None)
     return found if callable(found) else None
 
 

@@ -8,10 +8,10 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..cpus import MAX_THREADS, usable_cpus
 from ..errors import InvalidInputError
 from ..exit_codes import ExitCode
 from ..files import checked_output, write_atomically
+from ..process.cpus import MAX_THREADS, usable_cpus
 from . import arguments
 from .signals import Interrupted, interruption, raise_dropped
 

@@ -11,10 +11,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..cpus import usable_cpus
 from ..errors import InvalidInputError
 from ..exit_codes import ExitCode
 from ..files import checked_input_file, checked_output, checked_output_folder, write_atomically
+from ..process.cpus import usable_cpus
 from . import arguments
 from .output import one_line, show
 from .signals import Interrupted, interruption, raise_dropped

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..errors import InvalidInputError
 from ..exit_codes import ExitCode
 from ..files import checked_input_file, checked_output, fingerprint, refuse_overwriting_inputs, write_atomically
-from ..frameworks import versions
+from ..process.frameworks import versions
 from ..text import printable
 from . import arguments
 from .models import model_files

@@ -4,7 +4,7 @@ Every result that is not a pass, a skip, an expected failure or a registered def
 (:mod:`.known`) is put into the first class of :data:`CLASSES` whose test it meets, from the
 fields of its :class:`~.result.Result` (its status, its :class:`~ctcop.tolerance.Mismatch`, what
 the runtime raised, how the worker died; never its message) and facts of its case (element type,
-tags, attributes, and what :mod:`ctcop.defect_rules` reads in its arrays). Where a class is the
+tags, attributes, and what :mod:`ctcop.defects.predicates` reads in its arrays). Where a class is the
 symptom of a registered defect (an empty target, D1; logits beyond the exponent's range, D3;
 float64 computed in float32, D4; +inf saturated, D5) it asks that defect's predicate. A class
 names the spec section it departs from, or the registered upstream defect whose message it shows
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import defect_rules
+from ..defects import predicates
 from .result import Result
 
 if TYPE_CHECKING:
@@ -33,16 +33,16 @@ UNCLASSIFIED = ("pass", "skip", "xfail")
 class Facts:
     """What the classes look at in a case (computed once per failing case): its size, element
     type and expectation, its tags and attributes, and the facts of its arrays that
-    :mod:`ctcop.defect_rules` reads (None for a generated case or arrays of the wrong ranks)."""
+    :mod:`ctcop.defects.predicates` reads (None for a generated case or arrays of the wrong ranks)."""
 
     elements: int
     dtype: str
     expect: str
     infeasible: bool = False
     processed: bool = False  # preprocess_collapse_repeated or unique
-    inputs: defect_rules.Inputs | None = None
+    inputs: predicates.Inputs | None = None
 
-    def shows(self, predicate: defect_rules.Predicate, failure: defect_rules.Failure) -> bool:
+    def shows(self, predicate: predicates.Predicate, failure: predicates.Failure) -> bool:
         """Whether a registered defect's ``predicate`` holds on the case's arrays for ``failure``."""
         return self.inputs is not None and predicate(self.inputs, failure) is not None
 
@@ -67,7 +67,7 @@ def facts(case: Case) -> Facts:
     inputs = None
     if case.generator is None:
         try:
-            inputs = defect_rules.read(case.inputs, case.attributes, case.tolerance)
+            inputs = predicates.read(case.inputs, case.attributes, case.tolerance)
         except (ValueError, IndexError, KeyError):  # an invalid case's arrays may not even have the right ranks
             inputs = None
     return Facts(elements(case), dtype, case.expect, infeasible, processed, inputs)
@@ -82,12 +82,10 @@ def _loss_pair(r: Result) -> tuple[float, float] | None:
     return (found.got, found.expected) if found is not None and found.kind == "loss" else None
 
 
-def _loss_shows(predicate: defect_rules.Predicate) -> Test:
+def _loss_shows(predicate: predicates.Predicate) -> Test:
     """A loss off (a ``"loss"`` mismatch) as the registered defect of ``predicate`` makes it."""
     return lambda r, f: (
-        r.status == "fail"
-        and _loss_pair(r) is not None
-        and f.shows(predicate, defect_rules.Failure("fail", r.mismatch))
+        r.status == "fail" and _loss_pair(r) is not None and f.shows(predicate, predicates.Failure("fail", r.mismatch))
     )
 
 
@@ -132,7 +130,7 @@ CLASSES: tuple[Class, ...] = (
     Class(
         "crash on an empty target",
         "spec 4.4",
-        lambda r, f: r.status == "crash" and f.shows(defect_rules.empty_target, defect_rules.Failure("crash")),
+        lambda r, f: r.status == "crash" and f.shows(predicates.empty_target, predicates.Failure("crash")),
     ),
     Class("crash", "", _status("crash")),
     Class(
@@ -150,11 +148,9 @@ CLASSES: tuple[Class, ...] = (
     Class("buffer reuse planned from declared dims", "D16 (onnxruntime)", _raised_saying("re-use buffer")),
     Class("accepts invalid input", "spec 3.1/3.3, 7.1/7.2", _mismatch("accepted-invalid-input")),
     Class("gradient mismatch", "spec 5", _mismatch("gradient", "gradient-shape")),
-    Class(
-        "+inf or NaN at large logits (no max subtracted)", "spec 4.2", _loss_shows(defect_rules.exponent_out_of_range)
-    ),
-    Class("+inf saturated to a large finite value", "spec 6", _loss_shows(defect_rules.saturated_infinity)),
-    Class("float64 computed in float32", "spec 6", _loss_shows(defect_rules.float64_in_float32)),
+    Class("+inf or NaN at large logits (no max subtracted)", "spec 4.2", _loss_shows(predicates.exponent_out_of_range)),
+    Class("+inf saturated to a large finite value", "spec 6", _loss_shows(predicates.saturated_infinity)),
+    Class("float64 computed in float32", "spec 6", _loss_shows(predicates.float64_in_float32)),
     Class(
         "blank_index != C-1",
         "spec 7",

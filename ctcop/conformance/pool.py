@@ -1,8 +1,8 @@
 """The conformance runner's crash-isolated worker processes (the mechanism; what they are asked
 and how two answers combine is :mod:`.runner`'s).
 
-``jobs`` workers (:class:`ctcop.isolated.Worker`, forked by the run's
-:class:`ctcop.isolated.ForkServer`, which has imported numpy and ctcop's conformance modules,
+``jobs`` workers (:class:`ctcop.process.workers.Worker`, forked by the run's
+:class:`ctcop.process.workers.ForkServer`, which has imported numpy and ctcop's conformance modules,
 :data:`PRELOAD`, and nothing that starts threads) each build the runtime they serve themselves
 (runtime objects do not cross processes): :func:`.registry.find` of its name, for the run's
 ``--runtime-module`` specs (:class:`Runtimes`). A worker takes one evaluation at a time (a
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from .. import recursion
-from ..isolated import Failed, ForkServer, Lost, Worker
+from ..core import scheduler
+from ..process.workers import Failed, ForkServer, Lost, Worker
 from .result import Result, from_dict, to_dict
 from .runtimes import MODELS_VARIABLE
 
@@ -259,7 +259,7 @@ class Pool:
         side: ctcop's pool and second thread would only compete with them)."""
         pending = list(tasks)
         with tempfile.TemporaryDirectory(prefix="ctcop-models-") as models:
-            environment = {**os.environ, MODELS_VARIABLE: models, recursion.THREADS_VARIABLE: "1"}
+            environment = {**os.environ, MODELS_VARIABLE: models, scheduler.THREADS_VARIABLE: "1"}
             self.server = ForkServer(PRELOAD, environment)
             try:
                 while pending or any(s is not None and s.task is not None for s in self.slots):

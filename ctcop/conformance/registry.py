@@ -167,10 +167,10 @@ def probe(spec: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
 
 def probe_loading(what: str, request: dict[str, str], timeout_s: float = PROBE_TIMEOUT_S) -> None:
     """Load third-party code (``request``: a module or an entry point, :func:`_load_and_list`) in
-    a fresh worker process first (:mod:`ctcop.isolated`), so that code that kills the process that
+    a fresh worker process first (:mod:`ctcop.process.workers`), so that code that kills the process that
     imports it (a fault, ``os._exit``) or never finishes loading costs that process, not this one:
     :class:`RegistryError` (one line) when it did, or when it answered a refusal."""
-    from ..isolated import Failed, Lost, call
+    from ..process.workers import Failed, Lost, call
 
     try:
         call(f"{__name__}:_load_and_list", request, timeout_s)

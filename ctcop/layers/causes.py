@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import defect_rules
 from ..attributes import Attributes
+from ..defects import predicates
 from ..schema import form
 from .find import Layer
 from .result import LayerResult
@@ -27,15 +27,15 @@ ON_OPENVINO = {
 def likely_cause(layer: Layer, inputs: list[np.ndarray], verdict: str, runtime: str) -> str:
     """The registered defects (spec 10.1) that explain ``verdict`` ("crash", "error" or
     "disagree") of ``runtime`` ("openvino" or "onnxruntime") on the layer's ``inputs``, each with
-    its evidence (:func:`ctcop.defect_rules.explain`), or ""."""
+    its evidence (:func:`ctcop.defects.predicates.explain`), or ""."""
     if not inputs or verdict not in ("crash", "error", "disagree"):
         return ""
     attributes = Attributes.of(attributes_of(layer), form_name=layer.spec_form)
     named = dict(zip(form(layer.spec_form).input_names, inputs, strict=False))
-    x = defect_rules.read(named, attributes, layer.ports[0].dtype)
-    failure = defect_rules.Failure("fail" if verdict == "disagree" else verdict)
+    x = predicates.read(named, attributes, layer.ports[0].dtype)
+    failure = predicates.Failure("fail" if verdict == "disagree" else verdict)
     on = ON_OPENVINO[layer.form] if runtime == "openvino" else runtime
-    return "; ".join(cause.text() for cause in defect_rules.explain(x, failure, on))
+    return "; ".join(cause.text() for cause in predicates.explain(x, failure, on))
 
 
 def precision_cause(compiled: str, declared_type: str, again: LayerResult) -> str:

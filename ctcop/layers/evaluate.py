@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import canonical
 from ..errors import InvalidInputError
-from ..isolated import Failed, Lost, call
+from ..process.workers import Failed, Lost, call
 from ..reference import ctc_loss, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_or_nan
 from ..tolerance import describe, max_errors, mismatch
 from .causes import likely_cause, precision_cause
@@ -103,7 +103,7 @@ def _finished(folder: str, index: int) -> bool:
 
 
 def _run_worker(request: dict[str, Any], folder: str, settled: set[int]) -> None:
-    """Run a worker (:mod:`.worker` in a fresh process, :mod:`ctcop.isolated`) until every
+    """Run a worker (:mod:`.worker` in a fresh process, :mod:`ctcop.process.workers`) until every
     requested layer has its result file or has been found to kill the worker (then a fresh worker
     resumes after it). The first worker may run an ONNX model's layers together; one that dies then
     is run again layer by layer, so that a crash is its own layer's. ``settled`` receives each layer

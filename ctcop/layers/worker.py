@@ -1,5 +1,5 @@
 """The runtime side of ``ctcop eval``, in a worker process of its own (:func:`evaluate`, run by
-:class:`ctcop.isolated.Worker`).
+:class:`ctcop.process.workers.Worker`).
 
 For each requested layer from ``start`` on it writes ``K.precision.json`` (the inference precision
 OpenVINO compiled the model at, under the request's ``precision``: spec 13), ``K.inputs.npz`` (the

@@ -2,7 +2,7 @@
 
 The function ``ai.ctcop.CTCLoss`` (version 1) takes the spec's three inputs and two attributes and
 computes in log space, in its compute type (float64 for float64 models, float32 otherwise), what
-:mod:`ctcop.recursion` computes. It is a total function (spec 11.5): it returns a loss for every
+:mod:`ctcop.core.scheduler` computes. It is a total function (spec 11.5): it returns a loss for every
 input of its declared ranks and element types. Its stages, one function each:
 
 * checks (3.1, 3.3, 11.5): ``sequence_mask`` and ``labels`` cut and padded to [T, N] and [N, T]

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..cpus import MAX_THREADS, usable_cpus
 from ..errors import InvalidInputError
+from ..process.cpus import MAX_THREADS, usable_cpus
 from ..schema import form
 from . import function
 from .session import session_options

@@ -11,7 +11,7 @@ import openvino
 
 from ..errors import InvalidInputError
 from ..files import atomic_output, checked_input_file
-from ..native_stderr import native_stderr_silenced
+from ..process.native_stderr import native_stderr_silenced
 from .extensions import openvino_extensions
 
 # Lines of an OpenVINO exception that say where, not what: "Exception from src/...:84:",

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..frameworks import framework
+from ..process.frameworks import framework
 
 tf = framework("tensorflow")
 _TF_CTC_LOSS = tf.nn.ctc_loss

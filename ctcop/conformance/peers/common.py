@@ -4,7 +4,7 @@ A peer is a conformance runtime (:mod:`ctcop.conformance.protocol`) that calls a
 framework's own CTC loss as its users call it. Its adapter converts layouts only (transpose,
 mask -> lengths or paddings, pads -> lengths, dense -> sparse) and never validates or repairs:
 for a case the spec rejects the framework gets the inputs as they are, and whatever it does is
-the finding. Frameworks are imported by name (:func:`ctcop.frameworks.framework`) when a peer
+the finding. Frameworks are imported by name (:func:`ctcop.process.frameworks.framework`) when a peer
 first runs, so that importing this package loads numpy only; their objects are ``Any`` here.
 Peers are judged like every runtime, by :func:`ctcop.conformance.verdict.judge`.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...frameworks import framework, missing
+from ...process.frameworks import framework, missing
 from ..protocol import Outcome, Unsupported
 
 if TYPE_CHECKING:

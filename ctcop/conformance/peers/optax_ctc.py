@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...frameworks import framework
+from ...process.frameworks import framework
 from ..protocol import Outcome, Unsupported
 from .common import (
     DEFAULT_ATTRIBUTES,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...frameworks import framework
+from ...process.frameworks import framework
 from ..protocol import Outcome, Unsupported
 from .common import DEFAULT_ATTRIBUTES, THREADS, Peer, blank, dense_targets, frame_lengths, logits
 

@@ -16,7 +16,7 @@ is not a scalar (``blank`` is a Python int). Paddle runs warp-ctc on one CPU thr
 **Processes.** Paddle never runs in the caller's process: importing it where TensorFlow is
 loaded kills the process (SIGSEGV; paddlepaddle 3.3.1, tensorflow-cpu 2.21.0), and the conformance
 tests and ``ctcop eval`` load several frameworks. Each call goes to a child process
-(:mod:`ctcop.isolated`) kept for the peer's calls; a call that makes Paddle or warp-ctc write
+(:mod:`ctcop.process.workers`) kept for the peer's calls; a call that makes Paddle or warp-ctc write
 outside their buffers (:func:`unsafe`: a frame count outside [0, T], a negative target length, a
 sample with neither frames nor labels) gets a throwaway child, so that the heap it corrupts is not
 the one later calls use. When a child dies by a signal, this process dies by the same signal, so
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...frameworks import framework
-from ...isolated import Lost, Worker
+from ...process.frameworks import framework
+from ...process.workers import Lost, Worker
 from ..protocol import Outcome, Unsupported
 from .common import DEFAULT_ATTRIBUTES, Peer, blank, dense_targets, frame_lengths, logits, time_major
 
@@ -120,7 +120,7 @@ def kept() -> Worker:
 
 def in_child(worker: Worker, arrays: dict[str, np.ndarray], spec: bool, blank_id: int) -> tuple[np.ndarray, ...]:
     """:func:`loss_and_gradient` in ``worker``; its exception is raised here as
-    :class:`~ctcop.isolated.Failed`, its death by a signal kills this process by that signal."""
+    :class:`~ctcop.process.workers.Failed`, its death by a signal kills this process by that signal."""
     request = {"arrays": {name: encode(np.asarray(a)) for name, a in arrays.items()}, "spec": spec, "blank": blank_id}
     try:
         worker.send(request)

@@ -1,6 +1,6 @@
 """``exp`` and ``ln`` for the compiled kernels, written so that a loop calling them vectorises.
 
-The kernels in :mod:`ctcop.kernels` take one ``exp`` per class per frame and one ``exp`` and one
+The kernels in :mod:`ctcop.core.kernels` take one ``exp`` per class per frame and one ``exp`` and one
 ``ln`` per lattice state per frame. Called through ``math.exp``/``math.log``, numba emits a libm
 call per element, which no loop vectoriser can widen (numba's vector math library, SVML, is not
 part of the llvmlite wheels). These two are plain float64 arithmetic with a bit cast, so LLVM
@@ -31,33 +31,19 @@ with ``p``, ln's ``s``) instead of 24 and 22, so that the CPU overlaps the eleme
 loop (measured on a Zen 3 per element: exp about 1.4x and ln 1.3x faster; the gradient at
 T = 150, C = 28 0.82x the time). The largest errors found against exact values: exp 0.97 ulp,
 ln 2.92 ulp, as with Horner's scheme.
-
-:func:`compiled` and :func:`entry` are the core's two ways of compiling with numba. numba's
-on-disk cache of what they compile is read through :class:`RecoveringCache`: a cache file that
-cannot be read (corrupted, truncated, written by something else) is a cache miss, its index is
-removed and the function compiled anew and saved.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
 import math
-import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import types
-from numba.core.caching import FunctionCache
-from numba.core.runtime.nrt import rtsys
 from numba.extending import intrinsic
 
-F = TypeVar("F", bound=Callable[..., Any])
+from .jit import compiled
 
 LN2_HI = 6.93147180369123816490e-01  # ln 2 rounded to 32 significant bits: k * LN2_HI is exact
 LN2_LO = 1.90821492927058770002e-10  # ln 2 - LN2_HI
@@ -74,79 +60,6 @@ _BIASED = 2.0**52 + 1023.0
 _MANTISSA = (1 << 52) - 1
 _EXPONENT_ZERO = 1023 << 52
 _TWO_52_BITS = (1023 + 52) << 52  # 2**52: a positive integer below it in the low bits is the float 2**52 + it
-
-
-# The modules whose functions numba compiles (with :func:`compiled` and :func:`entry`): a kernel
-# inlines functions of the others, so a change to any of them makes every cached kernel stale.
-COMPILED_MODULES = ("kernels.py", "lanes.py", "logexp.py", "rule_scan.py")
-
-
-@functools.cache
-def core_digest() -> str:
-    """SHA-256 of the sources of :data:`COMPILED_MODULES`, in that order."""
-    digest = hashlib.sha256()
-    for name in COMPILED_MODULES:
-        digest.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes())
-    return digest.hexdigest()
-
-
-class RecoveringCache(FunctionCache):
-    """numba's per-function cache, except that a cache file that cannot be read (a corrupted or
-    truncated index or data file raises anything from UnpicklingError to AttributeError) is a
-    miss: the index is removed, so the kernel is compiled and saved anew; a cache that cannot be
-    written leaves the kernel compiled in memory only. numba keys an entry by its own function's
-    source file only, while a kernel inlines functions of other modules (``logexp``,
-    ``rule_scan``): the key here also holds :func:`core_digest`, so a change to any of them
-    compiles anew instead of loading stale machine code.
-
-    A load starts numba's runtime (NRT) only. numba's own ``load_overload`` first refreshes the
-    target context, which imports every implementation it has (numpy's linear algebra among
-    them, and SciPy through it where SciPy is installed): 0.1-0.3 s of a first call, 0.4 s where
-    SciPy is installed, that machine code read from the cache does not need. A compilation
-    refreshes the contexts itself. (The runtime alone is started through numba's private
-    ``_load_overload``; a numba without it gets numba's own load.)"""
-
-    def _index_key(self, sig: Any, codegen: Any) -> Any:
-        return (*super()._index_key(sig, codegen), core_digest())  # type: ignore[no-untyped-call]
-
-    def load_overload(self, sig: Any, target_context: Any) -> Any:
-        load = getattr(self, "_load_overload", None)
-        try:
-            if load is None:
-                return super().load_overload(sig, target_context)  # type: ignore[no-untyped-call]
-            rtsys.initialize(target_context)
-            return load(sig, target_context)
-        except Exception:  # any unreadable file: compile instead
-            with contextlib.suppress(OSError, AttributeError):  # AttributeError: a numba that renamed it
-                os.remove(self._cache_file._index_path)
-            return None
-
-    def save_overload(self, sig: Any, data: Any) -> None:
-        with contextlib.suppress(Exception):  # caching is an optimisation: the kernel works without it
-            super().save_overload(sig, data)  # type: ignore[no-untyped-call]
-
-
-def _recovering(dispatcher: Any) -> Any:
-    """``dispatcher`` reading its on-disk cache through :class:`RecoveringCache` (``_cache`` is
-    numba's own attribute: where a dispatcher keeps its cache)."""
-    dispatcher._cache = RecoveringCache(dispatcher.py_func)  # type: ignore[no-untyped-call]
-    return dispatcher
-
-
-def compiled(function: F) -> F:
-    """numba's ``njit`` for a function called only from compiled code: cached across processes,
-    releasing the GIL, inlined into its callers by LLVM (5-25% faster on small frames), without
-    the wrappers that would make it callable from Python (they cost about a fifth of the first
-    compilation), typed for mypy."""
-    internal: dict[str, Any] = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
-    options = {"cache": True, "nogil": True, "error_model": "numpy", **internal}
-    return cast(F, _recovering(numba.njit(**options)(function)))
-
-
-def entry(function: F) -> F:
-    """numba's ``njit`` for a kernel called from Python: cached across processes, releasing the
-    GIL, typed for mypy."""
-    return cast(F, _recovering(numba.njit(cache=True, nogil=True, error_model="numpy")(function)))
 
 
 def _bitcast(source: types.Type, target: types.Type, llvm_target: ir.Type) -> Any:

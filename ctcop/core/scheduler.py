@@ -1,7 +1,7 @@
 """The forward-backward core over a batch (spec/ctcloss4.md, sections 4.5 and 5).
 
 A :class:`~ctcop.canonical.CanonicalBatch` is cut into blocks of samples, and each block runs in
-the compiled per-sample kernels of :mod:`ctcop.kernels` on the calling thread or one of a pool of
+the compiled per-sample kernels of :mod:`ctcop.core.kernels` on the calling thread or one of a pool of
 threads (a small batch, below PARALLEL_WORK, runs whole on the calling thread). Every sample is
 computed on its own, so neither the batch around it nor the thread count changes a bit of its
 result. Once a call has returned, no thread of the pool computes, spins or waits on a timer: the
@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import canonical, kernels, lanes
-from .canonical import CanonicalBatch, TimeMajorInputs
-from .cpus import MAX_THREADS, usable_cpus
-from .errors import InvalidInputError
+from .. import canonical
+from ..canonical import CanonicalBatch, TimeMajorInputs
+from ..errors import InvalidInputError
+from ..process.cpus import MAX_THREADS, usable_cpus
+from . import kernels, lanes
 from .rounding import round_once
 
 FloatArray = npt.NDArray[np.float64]
@@ -44,7 +45,7 @@ FloatArray = npt.NDArray[np.float64]
 SEGMENT_ELEMENTS = 1 << 20
 # Samples handed to a thread at a time: enough blocks per thread to even out unequal lengths.
 BLOCKS_PER_THREAD = 4
-# Work (:func:`ctcop.kernels.work_units`: frames times classes and lattice states; counted
+# Work (:func:`ctcop.core.kernels.work_units`: frames times classes and lattice states; counted
 # GRADIENT_WORK times for the gradient) below which a batch runs on the calling thread alone: below
 # it, handing blocks to the pool's threads costs more than the work it shares.
 PARALLEL_WORK = 1 << 14
@@ -177,7 +178,7 @@ def _kernel_arguments(batch: CanonicalBatch, logits: np.ndarray) -> tuple[Any, .
 
 
 def _work(batch: CanonicalBatch) -> int:
-    """An upper bound of the batch's work (:func:`ctcop.kernels.work_units`)."""
+    """An upper bound of the batch's work (:func:`ctcop.core.kernels.work_units`)."""
     classes, longest = int(batch.logits.shape[2]), int(batch.targets.shape[1])
     units: int = kernels.work_units(batch.batch_size, batch.num_frames, classes, longest)
     return units

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .logexp import entry
+from .jit import entry
 
 LABEL = 1  # a label that is neither the pad -1 nor a class in [0, C-2] (rule 3.3), at [i, j]
 MASK_VALUE = 2  # a mask value other than 0 and 1 (rule 3.1), at [t, i]

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from . import canonical
-from .attributes import Attributes
-from .defects import STATUSES, Defect, registry
-from .errors import InvalidInputError
-from .tolerance import Mismatch
+from .. import canonical
+from ..attributes import Attributes
+from ..errors import InvalidInputError
+from ..tolerance import Mismatch
+from . import STATUSES, Defect, registry
 
 IntArray = npt.NDArray[np.int64]
 

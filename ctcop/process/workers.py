@@ -22,7 +22,7 @@ server that dies otherwise takes its workers with it on Linux (the parent-death 
 they started. Whatever this module started and was not ended is ended when the process that
 started it exits (also when a signal's exception came between a start and the block that would
 have ended it). The conformance runner's workers (spec 10) are forked; ``ctcop eval``'s (spec 13)
-and the peak-memory probes (:mod:`ctcop.memory_probe`) are spawned. Core module: standard library
+and the peak-memory probes (:mod:`ctcop.process.memory_probe`) are spawned. Core module: standard library
 only.
 """
 
@@ -45,12 +45,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import IO, Any
 
-from .text import one_line
+from ..text import one_line
 
 PATH_VARIABLE = "CTCOP_WORKER_PATH"  # the caller's sys.path, for the worker to import as it does
 _BOOT = (
     f"import json, os, sys; sys.path[:] = json.loads(os.environ.pop({PATH_VARIABLE!r})); "
-    "from ctcop.isolated import {}; {}(*sys.argv[1:])"
+    "from ctcop.process.workers import {}; {}(*sys.argv[1:])"
 )
 _MESSAGE = 1 << 16  # the most a fork server's order or reply may hold (a target), well within a socket's buffer
 Stream = int | IO[Any] | None  # what subprocess.Popen takes for stdin, stdout and stderr

@@ -4,12 +4,12 @@ A batch's consecutive samples of the same frame count and target length share th
 shape: up to :data:`LANES` of them are computed together, each in a lane of every work array,
 so that the innermost loops run over the lanes, with a fixed trip count and a fixed stride, and
 LLVM widens them to the CPU's vector width. The classes' and states' loops of
-:mod:`ctcop.kernels` run C and S times (11 and 5 at seed 000's shape) and leave most of their
+:mod:`ctcop.core.kernels` run C and S times (11 and 5 at seed 000's shape) and leave most of their
 elements to the vectoriser's scalar remainder. A work array of R rows is flat, ``R * LANES``
 float64 with lane ``r`` of row ``k`` at ``k * LANES + r``.
 
-Each lane repeats, operation for operation, what :func:`ctcop.kernels.frame_normaliser`,
-:func:`ctcop.kernels.forward_step` and :func:`ctcop.kernels.forward_pass` do for one sample (the
+Each lane repeats, operation for operation, what :func:`ctcop.core.kernels.frame_normaliser`,
+:func:`ctcop.core.kernels.forward_step` and :func:`ctcop.core.kernels.forward_pass` do for one sample (the
 same reductions in the same order, the same ``exp`` and ``ln``), so a sample's loss has the same
 bits whether it is computed alone or in lanes, whatever its neighbours (``tests/test_lanes.py``).
 """
@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from .jit import compiled, entry
 from .kernels import (
     NEG_INF,
     block_sizes,
@@ -32,7 +33,7 @@ from .kernels import (
     log_terms,
     store_loss,
 )
-from .logexp import EXACT_BELOW, compiled, entry, exp_nonpositive
+from .logexp import EXACT_BELOW, exp_nonpositive
 
 LANES = 16
 # Lanes pay where a frame's loops are short and a group fills enough of them (measured, see
@@ -48,7 +49,7 @@ _TOP, _LOG_SUM, _COUNT, _ALPHA_TOP, _FAILED, _FRAME_ROWS = 8, 9, 10, 11, 12, 13
 @compiled
 def _lane_max(rows: np.ndarray, n: int, frame: np.ndarray) -> None:
     """Row :data:`_TOP` of ``frame`` = the largest of each lane's ``n`` logits in ``rows``, as
-    :func:`ctcop.kernels.frame_normaliser` forms it: eight interleaved maxima over whole blocks of
+    :func:`ctcop.core.kernels.frame_normaliser` forms it: eight interleaved maxima over whole blocks of
     eight (in rows 0-7 of ``frame``), combined in a fixed order, then the rest in turn."""
     blocks = n - n % 8
     for k in range(8 * LANES):
@@ -69,7 +70,7 @@ def _lane_max(rows: np.ndarray, n: int, frame: np.ndarray) -> None:
 @compiled
 def _lane_sum(terms: np.ndarray, n: int, frame: np.ndarray) -> None:
     """Row :data:`_COUNT` of ``frame`` = the sum of each lane's ``n`` terms, formed in
-    :func:`ctcop.kernels.frame_normaliser`'s order: eight interleaved sums over whole blocks of
+    :func:`ctcop.core.kernels.frame_normaliser`'s order: eight interleaved sums over whole blocks of
     eight (in rows 0-7 of ``frame``), combined pairwise, then the rest in turn."""
     blocks = n - n % 8
     for k in range(8 * LANES):
@@ -90,7 +91,7 @@ def _lane_sum(terms: np.ndarray, n: int, frame: np.ndarray) -> None:
 
 @compiled
 def _lane_normaliser(rows: np.ndarray, n: int, work: np.ndarray, frame: np.ndarray) -> None:
-    """:func:`ctcop.kernels.frame_normaliser` in every lane, over ``rows`` (``n`` rows: a frame's
+    """:func:`ctcop.core.kernels.frame_normaliser` in every lane, over ``rows`` (``n`` rows: a frame's
     logits in float64) with ``work`` (``n`` rows): into rows :data:`_TOP` and :data:`_LOG_SUM` of
     ``frame``; its row :data:`_FAILED` set to 1 in a lane with a logit that is not finite."""
     _lane_max(rows, n, frame)
@@ -116,7 +117,7 @@ def _lane_normaliser(rows: np.ndarray, n: int, work: np.ndarray, frame: np.ndarr
 def _lane_centre(alpha: np.ndarray, stop: int, below: np.ndarray, at_top: np.ndarray, frame: np.ndarray) -> None:
     """Each lane's largest forward variable of states ``[0, stop)`` into row :data:`_ALPHA_TOP`
     of ``frame``, and ``exp(alpha - top)`` below it and the states at it (whose term is exactly 1)
-    apart, as :func:`ctcop.kernels.forward_step` forms them."""
+    apart, as :func:`ctcop.core.kernels.forward_step` forms them."""
     top = _ALPHA_TOP * LANES
     for r in range(LANES):
         frame[top + r] = NEG_INF
@@ -142,7 +143,7 @@ def _lane_forward_step(
     stop: int,
     frame: np.ndarray,
 ) -> None:
-    """:func:`ctcop.kernels.forward_step` in every lane, states ``[0, stop)``: ``alpha``, ``out``
+    """:func:`ctcop.core.kernels.forward_step` in every lane, states ``[0, stop)``: ``alpha``, ``out``
     and ``skip`` (each lane's skips) S + 2 rows, ``work`` 2 (S + 2) rows, ``emission`` S rows;
     ``stay`` [S] the stays, the same for every lattice of S states."""
     size = alpha.shape[0]
@@ -176,7 +177,7 @@ def _lane_lattices(
     classes: np.ndarray,
     skip: np.ndarray,
 ) -> int:
-    """The lattices (:func:`ctcop.kernels.lattice`, ``settings`` = (blank, merge_repeated), ``one``
+    """The lattices (:func:`ctcop.core.kernels.lattice`, ``settings`` = (blank, merge_repeated), ``one``
     its two outputs for one sample) of samples ``[first, first + count)``, one per lane, lanes past
     ``count`` the first's: their classes into ``classes`` (S rows of int64) and skips into
     ``skip`` (S + 2 rows); the stays, the same for all, are left in ``one[1][0]``. Returns S."""
@@ -213,7 +214,7 @@ def _lanes_loss(
     out: np.ndarray,
 ) -> None:
     """The losses of ``group`` = (first sample, count, frames): samples of one frame count and
-    one lattice size, into ``out`` (:func:`ctcop.kernels.store_loss`); ``classes`` (S rows) and
+    one lattice size, into ``out`` (:func:`ctcop.core.kernels.store_loss`); ``classes`` (S rows) and
     ``stay`` [S] from :func:`_lane_lattices`; ``space`` (:func:`space_rows` rows) holds the skips
     in its rows ``[0, S + 2)`` and is work space after them."""
     first, count, frames = group

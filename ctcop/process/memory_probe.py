@@ -5,7 +5,7 @@ framework's allocator), which tracemalloc cannot see; pages reserved but never t
 count. Linux keeps a process's peak resident size (``VmHWM`` in ``/proc/self/status``) and resets
 it to the current resident size when ``5`` is written to ``/proc/self/clear_refs``. :func:`peak`,
 called in the worker, resets it, makes the calls and reads it back above a baseline; :func:`measure`
-runs a function that does so in a fresh worker (:mod:`ctcop.isolated`), so that nothing an
+runs a function that does so in a fresh worker (:mod:`ctcop.process.workers`), so that nothing an
 earlier measurement allocated is counted, and answers what it returned. Where the kernel keeps no
 resettable peak, :func:`available` says why and nothing is measured. Core module: standard library
 only.
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .isolated import call
+from .workers import call
 
 STATUS = "/proc/self/status"
 CLEAR_REFS = "/proc/self/clear_refs"
@@ -59,6 +59,6 @@ def peak(run: Callable[[], object], times: int = 1, above: int | None = None) ->
 def measure(target: str, request: Any, timeout_s: float = TIMEOUT_S, env: Mapping[str, str] | None = None) -> Any:
     """``target(request)`` (``package.module:function``; it measures with :func:`peak`) in a fresh
     worker, with the environment ``env`` (this one's by default): its answer.
-    :class:`ctcop.isolated.Failed` when it raised, :class:`ctcop.isolated.Lost` when the worker
+    :class:`ctcop.process.workers.Failed` when it raised, :class:`ctcop.process.workers.Lost` when the worker
     died or gave no answer within ``timeout_s``."""
     return call(target, request, timeout_s, env=env)

@@ -1,21 +1,22 @@
 """The core's compiled kernels, compiled once so that numba's on-disk cache holds them.
 
-``python -m ctcop.precompile`` makes the calls a user meets first — :func:`ctcop.ctc_loss`,
+``python -m ctcop.core.precompile`` makes the calls a user meets first — :func:`ctcop.ctc_loss`,
 :func:`ctcop.ctc_loss_grad`, :func:`ctcop.ctc_loss_or_nan`, both released-form functions and
 :func:`ctcop.greedy_decode` — for every logits dtype (float16, float32, float64) and every label and
-length type (int32, int64) the spec admits (sections 2 and 7), on a small batch and on one that goes to the pool. numba
-saves what they compile next to the sources (``ctcop/__pycache__``); the wheel build runs this on
-its copy of the package (``setup.py``), so an installed package loads its kernels instead of
-compiling them. numba reads a cache entry only where the core's sources, numba's version, Python's
-version and the CPU match; anywhere else it compiles and saves as usual.
+length type (int32, int64) the spec admits (sections 2 and 7), on a small batch and on one that
+goes to the pool. numba saves what they compile next to the sources (``ctcop/core/__pycache__``,
+or under ``NUMBA_CACHE_DIR``), so later processes load the kernels instead of compiling them on
+their first call. It is a warm-up to run where a first call must be quick (an image, a service);
+numba reads a cache entry only where numba's version, Python's version and the CPU match, and
+compiles and saves as usual anywhere else.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .decode import greedy_decode
-from .reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_grad
+from ..decode import greedy_decode
+from ..reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_grad
 
 LOGITS_TYPES = (np.float16, np.float32, np.float64)
 INDEX_TYPES = (np.int32, np.int64)

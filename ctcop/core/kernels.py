@@ -2,8 +2,8 @@
 
 Each kernel computes one sample from its own logits, frame count and target alone, with the same
 operations in the same order whatever the batch, the thread that runs it or the CPU: results do
-not depend on batch composition, thread count or run. :mod:`ctcop.recursion` hands samples to
-threads; this module holds the arithmetic, and :mod:`ctcop.lanes` repeats its loss in vector lanes,
+not depend on batch composition, thread count or run. :mod:`ctcop.core.scheduler` hands samples to
+threads; this module holds the arithmetic, and :mod:`ctcop.core.lanes` repeats its loss in vector lanes,
 several samples of one shape at a time, with the same bits.
 
 The lattice. State ``s`` of a sample stands for the extended label ``blank, g1, blank, ...,
@@ -18,8 +18,8 @@ Log space throughout. The forward variables ``alpha`` (and the backward ``beta``
 logarithms. A frame's update of state s is ``ln(e^a0 + e^a1 + e^a2) + emission`` over its up to
 three predecessors. It is formed as ``top + ln(u0 + u1 + u2)`` with ``u = exp(a - top)`` and
 ``top`` the frame's largest variable, so each state costs one ``exp`` (shared by the three
-states that read it) and one ``ln``, both vectorised (:mod:`ctcop.logexp`). Where the sum falls
-below :data:`ctcop.logexp.EXACT_BELOW` (a predecessor far below the frame's top, whose ``u`` may
+states that read it) and one ``ln``, both vectorised (:mod:`ctcop.core.logexp`). Where the sum falls
+below :data:`ctcop.core.logexp.EXACT_BELOW` (a predecessor far below the frame's top, whose ``u`` may
 have been flushed), the state is redone with the textbook three-term log-sum-exp, so no
 magnitude of logits loses accuracy.
 
@@ -39,7 +39,8 @@ import math
 
 import numpy as np
 
-from .logexp import EXACT_BELOW, compiled, entry, exp_nonpositive, log_normal
+from .jit import compiled, entry
+from .logexp import EXACT_BELOW, exp_nonpositive, log_normal
 
 NEG_INF = -math.inf
 
@@ -179,10 +180,10 @@ def exact_states(
     lane: int,
 ) -> None:
     """The states ``[0, stop)`` of :func:`forward_step` whose sum fell below
-    :data:`ctcop.logexp.EXACT_BELOW` (a predecessor's term may have been flushed), redone with the
+    :data:`ctcop.core.logexp.EXACT_BELOW` (a predecessor's term may have been flushed), redone with the
     three-term log-sum-exp. ``frame`` = (below, at_top, emission) as :func:`forward_step` formed
     them. State s of the sample is at ``s * stride + lane`` of every array but ``stay`` (one sample:
-    stride 1, lane 0; :mod:`ctcop.lanes`: stride LANES, its lane)."""
+    stride 1, lane 0; :mod:`ctcop.core.lanes`: stride LANES, its lane)."""
     below, at_top, emission = frame
     for s in range(stop):
         k = s * stride + lane
