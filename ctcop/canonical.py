@@ -27,7 +27,7 @@ IntArray = npt.NDArray[np.int64]
 
 
 class CanonicalBatch(NamedTuple):
-    """A validated batch in the form the recursion core consumes.
+    """A validated batch in the form the compiled core consumes.
 
     ``logits`` is the caller's array (never copied here); frame ``t`` of sample ``i`` is
     ``logits[t, i]`` when ``time_axis`` is 0 and ``logits[i, t]`` when it is 1. Only frames

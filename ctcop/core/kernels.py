@@ -1,36 +1,16 @@
 """The compiled forward-backward kernels, one sample at a time (spec/ctcloss4.md, sections 4 and 5).
 
 Each kernel computes one sample from its own logits, frame count and target alone, with the same
-operations in the same order whatever the batch, the thread that runs it or the CPU: results do
-not depend on batch composition, thread count or run. :mod:`ctcop.core.scheduler` hands samples to
-threads; this module holds the arithmetic, and :mod:`ctcop.core.lanes` repeats its loss in vector lanes,
-several samples of one shape at a time, with the same bits.
-
-The lattice. State ``s`` of a sample stands for the extended label ``blank, g1, blank, ...,
-gL, blank`` (S = 2L + 1 states). A frame moves a path from ``s`` to ``s`` (stay), ``s + 1``
-(step) or ``s + 2`` (skip), and emits the class of the state it lands on. With
-``merge_repeated`` staying is allowed everywhere and skipping into ``g_k`` when ``g_k !=
-g_(k-1)``; without it staying on a label state is forbidden and skipping into every label state
-is allowed. Paths start in a virtual state before frame 0 equal to state 0 without emission and
-end in state 2L or 2L - 1 after the sample's last frame.
-
-Log space throughout. The forward variables ``alpha`` (and the backward ``beta``) are kept as
-logarithms. A frame's update of state s is ``ln(e^a0 + e^a1 + e^a2) + emission`` over its up to
-three predecessors. It is formed as ``top + ln(u0 + u1 + u2)`` with ``u = exp(a - top)`` and
-``top`` the frame's largest variable, so each state costs one ``exp`` (shared by the three
-states that read it) and one ``ln``, both vectorised (:mod:`ctcop.core.logexp`). Where the sum falls
-below :data:`ctcop.core.logexp.EXACT_BELOW` (a predecessor far below the frame's top, whose ``u`` may
-have been flushed), the state is redone with the textbook three-term log-sum-exp, so no
-magnitude of logits loses accuracy.
-
-Emissions (spec 4.1): ``(x[t, c] - top_t) - ln(sum_c exp(x[t, c] - top_t))`` in float64, with
-``top_t`` the frame's largest logit; the two per-frame values are formed once and kept, so the
-gradient's passes read emissions without another ``exp`` over the classes.
-
-The gradient (spec 5): ``softmax(x_t)[c] - sum of the occupancies of the states of class c``,
-occupancies ``exp(alpha + beta - top)`` normalised per frame. Memory per sample is
-O(S * (T/K + K) + C + T): the forward variables are stored every K frames
-(``segment``), and each segment's are recomputed from its checkpoint during the backward sweep.
+operations in the same order whatever the batch, the thread or the CPU, so results do not depend on
+batch composition, thread count or run (:mod:`ctcop.core.lanes` repeats the loss in vector lanes,
+with the same bits). The lattice is the extended label ``blank, g1, blank, ..., gL, blank``
+(S = 2L + 1 states; both merge rules are the same lattice with different allowed moves). Log space
+throughout: a state's update is ``top + ln(u0 + u1 + u2) + emission`` with ``u = exp(a - top)``,
+``top`` the frame's largest variable, through :mod:`ctcop.core.logexp`; where the sum falls below
+:data:`ctcop.core.logexp.EXACT_BELOW` the state is redone term by term, so no magnitude of logits
+loses accuracy. Emissions (spec 4.1) come from two per-frame values formed once and kept. The
+gradient (spec 5), softmax minus state occupancies, stores the forward variables every K frames and
+recomputes each segment from its checkpoint in the backward sweep: O(S * (T/K + K) + C + T) memory.
 """
 
 from __future__ import annotations

@@ -36,8 +36,9 @@ from .kernels import (
 from .logexp import EXACT_BELOW, exp_nonpositive
 
 LANES = 16
-# Lanes pay where a frame's loops are short and a group fills enough of them (measured, see
-# docs/design.md "Small batches")
+# Lanes are used where a frame's loops are short (C up to MOST_CLASSES; above it the classes' loop
+# widens alone) and a run of one shape fills enough of a group (a group of 16 costs about what 8
+# samples alone do, so from FEWEST_SAMPLES on); docs/design.md, "Lanes"
 MOST_CLASSES = 64
 FEWEST_SAMPLES = 9
 # A group's per-frame rows: rows 0-7 the 8 interleaved partial maxima or sums (work space), then

@@ -1,36 +1,19 @@
 """``exp`` and ``ln`` for the compiled kernels, written so that a loop calling them vectorises.
 
-The kernels in :mod:`ctcop.core.kernels` take one ``exp`` per class per frame and one ``exp`` and one
-``ln`` per lattice state per frame. Called through ``math.exp``/``math.log``, numba emits a libm
-call per element, which no loop vectoriser can widen (numba's vector math library, SVML, is not
-part of the llvmlite wheels). These two are plain float64 arithmetic with a bit cast, so LLVM
-widens them to the CPU's vector width (neither converts between int64 and float64, which AVX2
-cannot do in a vector: integers are moved in and out of a float's low bits by adding 2**52), and,
-since numba does not contract ``a * b + c`` into a fused multiply-add without fast-math flags,
-every CPU computes the same bits.
+``math.exp``/``math.log`` compile to one libm call per element, which no loop vectoriser widens
+(numba's SVML is not in the llvmlite wheels). These two are plain float64 arithmetic with a bit
+cast, so LLVM widens them to the CPU's vector width: no table (a lookup is a gather, which AVX2
+does not vectorise), no int64/float64 conversion (integers move through a float's low bits by
+adding 2**52), no fused multiply-add (numba does not contract without fast-math), so every CPU
+computes the same bits. Accuracy (tests/test_logexp.py, against the C library's):
 
-Accuracy (tests/test_logexp.py checks both against the C library's over the whole domains the kernels use):
+* :func:`exp_nonpositive`: ``exp(d)`` for ``d <= 0`` within 1 ulp (Cody-Waite reduction,
+  ``|r| <= ln(2) / 2``, Taylor to degree 13); exactly 0 for ``d < -700`` (see :data:`EXACT_BELOW`).
+* :func:`log_normal`: ``ln(v)`` for a positive normal ``v`` within 3 ulp (``2 atanh(f)`` to
+  ``f**23``), ``-inf`` for 0.
 
-* :func:`exp_nonpositive`: ``exp(d)`` for ``d <= 0``, within 1 ulp; exactly 0 for ``d < -700``
-  (``exp(d) < 1e-304``; the kernels only add such a term to a sum that holds a term >= 2**-900,
-  where it cannot change the rounded sum, or fall back to exact arithmetic, see
-  :data:`EXACT_BELOW`).
-* :func:`log_normal`: ``ln(v)`` for a positive normal ``v``, within 3 ulp, and ``-inf`` for 0.
-
-Reduction: ``exp(d) = 2**k * exp(r)`` with ``k = round(d / ln 2)`` and ``|r| <= ln(2) / 2``
-(Cody and Waite's split of ln 2 keeps the reduction exact), ``exp(r) - 1 = r + r**2 h(r)`` by its
-Taylor series to degree 13 (truncation below 5e-18 relative). No table: a table's lookup is a
-gather, which LLVM does not vectorise for AVX2 CPUs (measured on a Zen 3: the loss kernel 0.47x the
-time of a 64-entry table's at C = 5000, 0.79x at C = 28). ``ln(v) = e ln 2 + ln(m)`` with ``m`` in
-``[sqrt(1/2), sqrt(2))``, and ``ln(m) = 2 atanh(f)``, ``f = (m - 1) / (m + 1)``, ``|f| <= 0.172``,
-by its series to ``f**23`` (truncation below 1e-18 relative). Both polynomials are evaluated by
-Estrin's scheme (pairs of terms, then pairs of pairs with the argument's square, fourth and eighth
-powers; exp's two leading terms added last, so that its sum is rounded once at its own size, as
-Horner's last step does), not Horner's: the longest chain of dependent operations is 12 and 9 (exp
-with ``p``, ln's ``s``) instead of 24 and 22, so that the CPU overlaps the elements of a vectorised
-loop (measured on a Zen 3 per element: exp about 1.4x and ln 1.3x faster; the gradient at
-T = 150, C = 28 0.82x the time). The largest errors found against exact values: exp 0.97 ulp,
-ln 2.92 ulp, as with Horner's scheme.
+Both polynomials use Estrin's scheme (dependent chains of 12 and 9 operations, not Horner's 24 and
+22), so that the CPU overlaps the elements of a vectorised loop.
 """
 
 from __future__ import annotations

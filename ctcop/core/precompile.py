@@ -21,7 +21,7 @@ from ..reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_l
 LOGITS_TYPES = (np.float16, np.float32, np.float64)
 INDEX_TYPES = (np.int32, np.int64)
 # [T, N, C]: a batch computed on the calling thread, and one of more work than
-# ``recursion.PARALLEL_WORK``, which the pool computes
+# ``scheduler.PARALLEL_WORK``, which the pool computes
 SHAPES = ((3, 1, 4), (40, 16, 30))
 
 

@@ -1,23 +1,16 @@
 """The forward-backward core over a batch (spec/ctcloss4.md, sections 4.5 and 5).
 
 A :class:`~ctcop.canonical.CanonicalBatch` is cut into blocks of samples, and each block runs in
-the compiled per-sample kernels of :mod:`ctcop.core.kernels` on the calling thread or one of a pool of
-threads (a small batch, below PARALLEL_WORK, runs whole on the calling thread). Every sample is
-computed on its own, so neither the batch around it nor the thread count changes a bit of its
-result. Once a call has returned, no thread of the pool computes, spins or waits on a timer: the
-pool's idle threads block on its queue.
+the compiled kernels of :mod:`ctcop.core.lanes` and :mod:`ctcop.core.kernels` on the calling thread
+or one of a pool of threads (a batch below PARALLEL_WORK runs whole on the calling thread). Every
+sample is computed on its own, so neither the batch around it nor the thread count changes a bit
+of its result. Once a call has returned, the pool's idle threads block on its queue.
 
-Threads: :func:`set_num_threads`, or the environment variable ``CTCOP_NUM_THREADS`` read at the
-first call; by default the CPUs this process may run on. At most MAX_THREADS: a larger count is
-refused (InvalidInputError). Where the system cannot start the threads asked for, the call raises
-InvalidInputError after the blocks already handed out have finished and the threads that did start
-have ended, so the process is as before the call and a smaller count works.
-
-Memory per running sample: its forward variables at a checkpoint every K frames and for one
-segment of K frames, ``S * (T / K + K)`` float64, with K = max(ceil(sqrt(T)),
-SEGMENT_ELEMENTS / S) for the gradient (the whole table when it fits), plus O(C + T). The forward
-pass alone keeps one frame. Logits are read where they are; only float16 and bfloat16 logits are
-copied (to float32, which holds them exactly), and non-contiguous ones made contiguous.
+Threads: :func:`set_num_threads`, or ``CTCOP_NUM_THREADS`` read at the first call; by default the
+CPUs this process may run on, at most MAX_THREADS. Where the system cannot start the threads asked
+for, the call raises InvalidInputError once the blocks handed out have finished, so a smaller count
+works. Memory per running sample: ``S * (T / K + K)`` float64 for the gradient (K below), O(C + T)
+for the loss; only float16 and bfloat16 logits are copied (to float32, which holds them exactly).
 """
 
 from __future__ import annotations
