@@ -12,7 +12,6 @@ import contextlib
 import io
 import re
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -304,7 +303,6 @@ DOCS: dict[tuple[str, str], str] = {
         "a fragment on the user's model and args: tests/test_torch_export.py exports with dynamic_shapes",
     ("export.md", "class WithLoss(torch.nn.Module):"):
         "needs the user's Hugging Face *ForCTC model: tests/test_hf_export.py exports ones built from configs",
-    ("onnx-function.md", "from ctcop.onnx import BatchParallelSession, onnx_"): RUN,
     ("tensorflow.md", "import openvino as ov"): "needs the user's SavedModel: tests/test_tf_bridge.py converts one",
     ("tensorflow.md", "import keras, tensorflow as tf"):
         "a fragment (S, T, C and ov from the block before): tests/test_tf_bridge.py runs it whole",
@@ -375,17 +373,3 @@ def test_the_export_docs_blocks_run(tmp_path, monkeypatch) -> None:
     ir_names, _ = execute(docs_block("export.md", "from ctcop.openvino import"), tmp_path, monkeypatch,
                           ov_model=openvino_acoustic_model())  # fmt: skip
     assert len(ir_names["with_loss"].get_parameters()) == 3 and (tmp_path / "ctc.xml").is_file()
-
-
-def test_the_batch_parallel_example_runs(tmp_path, monkeypatch) -> None:
-    """docs/onnx-function.md's BatchParallelSession on a batch of three: the reference's loss."""
-    rng = np.random.default_rng(2)
-    arrays: dict[str, Callable[..., Any] | np.ndarray] = {
-        "logits": rng.normal(size=(6, 3, 28)).astype(np.float32),
-        "sequence_mask": np.ones((6, 3), np.int32),
-        "labels": np.array([[1, 2, -1, -1, -1, -1], [3, -1, -1, -1, -1, -1], [4, 4, 5, -1, -1, -1]]),
-    }
-    namespace, _ = execute(docs_block("onnx-function.md", "from ctcop.onnx import BatchParallelSession, onnx_model"),
-                           tmp_path, monkeypatch, **arrays)  # fmt: skip
-    expected = ctcop.ctc_loss(arrays["logits"], arrays["sequence_mask"], arrays["labels"])
-    np.testing.assert_allclose(namespace["loss"], expected, rtol=1e-5)

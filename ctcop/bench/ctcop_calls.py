@@ -65,20 +65,6 @@ def onnxruntime(arena: bool) -> Prepare:
 
 
 @cache
-def _batch_parallel_session(threads: int) -> Any:
-    from ..onnx import BatchParallelSession
-
-    return BatchParallelSession(_onnx_bytes(), threads)
-
-
-def onnxruntime_parts(x: Inputs, threads: int) -> Prepared:
-    """ctcop's float32 export in onnxruntime, the batch split over ``threads`` by
-    :class:`ctcop.onnx.BatchParallelSession`."""
-    session = _batch_parallel_session(threads)
-    return Prepared(lambda: (session.run(x.logits, x.mask, x.labels), None))
-
-
-@cache
 def _openvino_onnx_model(threads: int) -> Any:
     from ..openvino import openvino_core
 

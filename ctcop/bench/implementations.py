@@ -23,7 +23,6 @@ from .ctcop_calls import (
     ctcop_grad,
     exp_floor,
     onnxruntime,
-    onnxruntime_parts,
     openvino_ir,
     openvino_onnx,
 )
@@ -61,13 +60,6 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
         ),
         Implementation(
             "onnxruntime", "ort", "ctcop's ONNX export in onnxruntime (float32)", ("onnxruntime",), onnxruntime(True)
-        ),
-        Implementation(
-            "onnxruntime-parts",
-            "ort-p",
-            "the same, the batch split over the threads (ctcop.onnx.BatchParallelSession)",
-            ("onnxruntime",),
-            onnxruntime_parts,
         ),
         Implementation(
             "onnxruntime-no-arena",
