@@ -1,4 +1,4 @@
-"""Hostile tests of the compiled core (ctcop/core/kernels.py, ctcop/core/logexp.py, ctcop/scheduler.py).
+"""Hostile tests of the compiled core (ctcop/core/kernels.py, ctcop/core/logexp.py, ctcop/core/scheduler.py).
 
 The first group reproduces defects found by attacking the numba core (each test fails until the
 defect is fixed); the rest are strong checks that held and are worth keeping: exactness against a

@@ -11,7 +11,7 @@ import pytest
 
 import ctcop
 from ctcop.core import lanes
-from tests.oracle import openvino_loss, time_major_loss
+from oracle import openvino_loss, time_major_loss
 
 
 def equal_shaped_batch(
@@ -191,7 +191,8 @@ def test_lanes_stay_within_their_arrays(tmp_path: Path) -> None:
     """Compiled with numba's bounds checking, every run of :func:`lane_batches` indexes only
     inside its arrays (numba checks no index otherwise), and gives the same bits."""
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(root)}
+    path = os.pathsep.join([str(root), str(root / "tests")])  # tests.test_lanes, and the oracle it imports
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": path}
     done = subprocess.run(
         [sys.executable, "-c", PROGRAM], env=env, cwd=root, capture_output=True, text=True, timeout=1800
     )
