@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oracle import openvino_loss, time_major_loss
 
 import ctcop
 from ctcop.core import lanes
-from oracle import openvino_loss, time_major_loss
 
 
 def equal_shaped_batch(
