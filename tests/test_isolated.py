@@ -286,8 +286,46 @@ def test_a_worker_never_ended_is_ended_when_its_caller_exits(tmp_path: Path) -> 
     (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(600)\n")
     # (A forked worker and its server need no such care: the server ends when its caller's socket
     # closes, and the worker with it.)
-    script = "import sys; sys.path.insert(0, sys.argv[1]); from ctcop import isolated\n"
+    script = "import sys; sys.path.insert(0, sys.argv[1]); from ctcop.process import workers\n"
     script += "print(workers.Worker('slow_import:anything').pid)"
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert not alive(int(done.stdout)), "the worker outlived its caller"
+
+
+# A caller with a busy forked worker, killed by SIGKILL (no exit handler runs): its fork server
+# sees its socket close and ends, and the worker dies with the server.
+KILLED_WITH_A_BUSY_WORKER = """
+import sys, time
+
+sys.path.insert(0, sys.argv[1])
+from ctcop.process.workers import ForkServer, Worker
+
+worker = Worker("tests.test_isolated:start_then_hang", server=ForkServer([]))
+worker.send(sys.argv[2])
+print(worker.pid, worker.process.server.process.pid, flush=True)
+time.sleep(3600)
+"""
+
+
+def test_a_forked_worker_dies_when_its_caller_is_killed(tmp_path: Path) -> None:
+    marker = tmp_path / "grandchild"
+    root = str(Path(__file__).resolve().parents[1])
+    caller = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WITH_A_BUSY_WORKER, root, str(marker)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert caller.stdout is not None
+        worker, server = map(int, caller.stdout.readline().split())
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert alive(worker) and marker.read_text()
+    finally:
+        caller.kill()
+        caller.communicate()
+    deadline = time.monotonic() + 30
+    while (alive(worker) or alive(server)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(server), "the fork server outlived its caller"
+    assert not alive(worker), "the worker outlived its caller"
