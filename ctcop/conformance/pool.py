@@ -1,26 +1,15 @@
 """The conformance runner's crash-isolated worker processes (the mechanism; what they are asked
 and how two answers combine is :mod:`.runner`'s).
 
-``jobs`` workers (:class:`ctcop.process.workers.Worker`, forked by the run's
-:class:`ctcop.process.workers.ForkServer`, which has imported numpy and ctcop's conformance modules,
-:data:`PRELOAD`, and nothing that starts threads) each build the runtime they serve themselves
-(runtime objects do not cross processes): :func:`.registry.find` of its name, for the run's
-``--runtime-module`` specs (:class:`Runtimes`). A worker takes one evaluation at a time (a
-runtime and a case, read from its corpus folder) and answers
-:func:`ctcop.conformance.verdict.judge`'s :class:`~.result.Result` (spec 10), as JSON
-(:func:`.result.to_dict`, read back with :func:`.result.from_dict`). A worker that dies costs
-the evaluation it was running, recorded as a ``crash`` with the signal, and a fresh worker takes
-its place; one that gives no answer within ``timeout_s`` is killed and replaced (``timeout``).
-A worker that ran an evaluation of ``Settings.alone`` is ended after it: a runtime that writes
-outside its buffers does not always die, and what it wrote would otherwise decide the worker's
-next evaluations (a case it does not die on then looks like its own defect, or crashes).
-Workers ignore SIGINT and run in process groups of their own; their output goes to /dev/null.
-A worker serves one runtime: whatever a runtime does to its process (numpy's error state, the
-recursion limit, threads it leaves behind, a child it forks that writes to the worker's pipe) can
-cost its own evaluations only, never another runtime's. Workers otherwise live as long as the
-pool; a fresh one (a replacement too) imports the libraries of its runtime itself. The exported
-models a worker builds are shared with the run's other workers through a folder of the run
-(:data:`.runtimes.MODELS_VARIABLE`): a worker reads a model another one built, not building it again.
+``jobs`` workers (:class:`ctcop.process.workers.Worker`, forked by the run's ``ForkServer``, which
+has imported :data:`PRELOAD`) each serve one runtime, built in the worker (:func:`.registry.find`),
+one evaluation at a time, answering :func:`ctcop.conformance.verdict.judge`'s result as JSON. A
+worker that dies costs its evaluation (``crash``, with the signal) and is replaced; one without an
+answer within ``timeout_s`` is killed with its group and replaced (``timeout``). A worker that ran
+an evaluation of ``Settings.alone`` is ended after it: what a runtime wrote outside its buffers
+must not decide its next evaluations. Whatever a runtime does to its process costs its own
+evaluations only. The exported models are shared through a folder of the run
+(:data:`.runtimes.MODELS_VARIABLE`).
 """
 
 from __future__ import annotations

@@ -1,29 +1,16 @@
 """Crash-isolated workers: a named function in a fresh interpreter, answering requests.
 
-A :class:`Worker` is ``python`` (this interpreter, with this process's ``sys.path``) running
-``package.module:function`` in a session and process group of its own, its stdin, stdout and
-stderr as the caller chooses (/dev/null by default). Requests and answers are JSON lines over two
-pipes of their own: the function is called with each request and its return value is the answer;
-an exception it raises is answered as an error (:class:`Failed`, one line) and the worker goes on.
-A worker that dies, or gives no answer within the caller's timeout, is killed with its whole
-process group (whatever it started goes with it) and reaped, and :class:`Lost` says how it ended
-("killed by SIGSEGV", "exited with code 3", "no answer within 5 s"). A worker ignores SIGINT: an
-interruption is its caller's to handle, and the caller ends its workers.
-
-Workers are spawned, never forked from the caller: a process that has loaded a framework's thread
-pools (TensorFlow, JAX, PyTorch) cannot fork safely. A caller that starts many workers may start
-them from a :class:`ForkServer` instead: a spawned interpreter that has imported only what is safe
-to fork (numpy, ctcop's own modules) and forks each worker from itself, so that a worker does not
-import those again. Such a worker is the same worker: a session and process group of its own, the
-server's environment (given once, when the server starts) and the caller's ``sys.path``, /dev/null
-for its streams, killed with its group and reaped (the server keeps it unreaped until the caller
-asks, so its pid is not reused before). Closing the server kills its workers with their groups; a
-server that dies otherwise takes its workers with it on Linux (the parent-death signal), not what
-they started. Whatever this module started and was not ended is ended when the process that
-started it exits (also when a signal's exception came between a start and the block that would
-have ended it). The conformance runner's workers (spec 10) are forked; ``ctcop eval``'s (spec 13)
-and the peak-memory probes (:mod:`ctcop.process.memory_probe`) are spawned. Core module: standard library
-only.
+A :class:`Worker` runs ``package.module:function`` with this process's ``sys.path``, in a session
+and process group of its own. Requests and answers are JSON lines over two pipes: the return value
+is the answer, an exception an error (:class:`Failed`) and the worker goes on. A worker that dies
+or misses the caller's timeout is killed with its process group, reaped, and :class:`Lost` says how
+it ended. Workers ignore SIGINT. A :class:`Worker` is spawned (a process with a framework's thread
+pools cannot fork safely), or forked by a :class:`ForkServer`, a spawned interpreter that has
+imported only what is safe to fork; it holds its workers unreaped until asked (their pids stay
+theirs) and they die with it (the parent-death signal). multiprocessing's forkserver is not used:
+its workers hold its liveness pipe, so it outlives a caller killed while a worker runs, and so do
+they. Whatever this module started and did not end is ended when its process exits. Core module:
+standard library only.
 """
 
 from __future__ import annotations
