@@ -131,6 +131,24 @@ def lattice_of(
     return Lattice(distinct, spread, rows, count, stay_penalty, skip_penalty, first_row, last_row)
 
 
+def sample_ids_of(g: GraphBuilder, x: str) -> str:
+    """0 .. N-1 from a sum over no frame of ``inputs`` (not a Range), so shape inference keeps N;
+    its ones a Where, not a cast (see GraphBuilder.int64)."""
+    no_frame = g.ReduceSum(g.Slice(x, g.i64([0]), g.i64([0]), g.i64([0])), g.i64([0, 2]), keepdims=0)
+    ones = g.Where(g.Equal(no_frame, no_frame), g.i64(1), g.i64(0))
+    return g.Sub(g.CumSum(ones, g.i64(0)), g.i64(1))
+
+
+def lanes_lattice(g: GraphBuilder, targets: str, lengths: str, blank: str, merge: str, compute: int) -> Lattice:
+    """The lattice of the 2N lanes (see lattice_of): the samples' first halves over their
+    ``targets`` [N, L] of ``lengths`` [N], then their second halves over the reversed targets."""
+    both_targets = g.Concat(targets, reversed_targets(g, targets), axis=0)
+    width = g.Shape(targets, start=1, end=2)
+    starts = g.Concat(g.Mul(lengths, g.i64(0)), g.Sub(width, lengths), axis=0)
+    both_lengths = g.Concat(lengths, lengths, axis=0)
+    return lattice_of(g, both_targets, starts, both_lengths, blank, merge, compute)
+
+
 @dataclass(frozen=True)
 class Frames:
     """The steps of the recursion over the 2N lanes (see lane_steps), ``padded`` = B * UNROLL of them

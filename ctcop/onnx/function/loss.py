@@ -37,8 +37,8 @@ from .lattice import (
     checked_inputs,
     collapsed_targets,
     lane_steps,
-    lattice_of,
-    reversed_targets,
+    lanes_lattice,
+    sample_ids_of,
 )
 from .recursion import LoopInputs, Start, forward_loops, grown_rows, loop_inputs
 from .rows import if_node, logsumexp_rows
@@ -194,17 +194,8 @@ def ctc_loss_function(
     collapse = g.attribute("preprocess_collapse_repeated")
     targets, lengths = collapsed_targets(g, checked.labels, blank, collapse, trim=fixed is None)
     merge = g.attribute("merge_repeated")
-    # 0 .. N-1 from a sum over no frame of ``inputs`` (not a Range), so shape inference keeps N;
-    # its ones a Where, not a cast (see GraphBuilder.int64).
-    no_frame = g.ReduceSum(g.Slice(x, g.i64([0]), g.i64([0]), g.i64([0])), g.i64([0, 2]), keepdims=0)
-    ones = g.Where(g.Equal(no_frame, no_frame), g.i64(1), g.i64(0))
-    sample_ids = g.Sub(g.CumSum(ones, g.i64(0)), g.i64(1))
-    # The lanes: the samples' first halves, then their second halves with reversed targets.
-    both_targets = g.Concat(targets, reversed_targets(g, targets), axis=0)
-    width = g.Shape(targets, start=1, end=2)
-    starts = g.Concat(g.Mul(lengths, g.i64(0)), g.Sub(width, lengths), axis=0)
-    both_lengths = g.Concat(lengths, lengths, axis=0)
-    lattice = lattice_of(g, both_targets, starts, both_lengths, blank, merge, compute_type)
+    sample_ids = sample_ids_of(g, x)
+    lattice = lanes_lattice(g, targets, lengths, blank, merge, compute_type)
     frames = lane_steps(g, checked.active, sizes, sample_ids)
     known = (None, classes) if fixed is None else (fixed[0], fixed[2])
     chosen = merge if merge_repeated is None else merge_repeated
