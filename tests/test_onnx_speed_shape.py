@@ -52,7 +52,7 @@ def test_the_forward_body_is_a_short_run_of_cheap_operators() -> None:
         # class (its GatherElements); many: the block's emissions are split into the steps.
         assert ops["GatherElements"] + ops["Split"] == 1
         per_step += ops["GatherElements"]
-        # A block computes the rows a lane can have reached by its end (function._row_limits): the
+        # A block computes the rows a lane can have reached by its end (function.row_limits): the
         # first rows of the moves' rows, of the penalties and of each step's emissions are Slices
         # of tensors of 2 + S rows, and the carried rows are grown to them by one Pad.
         assert ops["Slice"] == function.UNROLL + 4 + stay_penalty and ops["Pad"] == 1
@@ -156,7 +156,7 @@ def _stock_openvino(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) ->
     ],
 )
 def test_the_loops_row_limits_keep_the_fastest_paths(runtime: str, targets: list[list[int]], classes: int) -> None:
-    # A Loop's block b computes the rows up to r + 2 UNROLL (b + 1) (function._row_limits), one
+    # A Loop's block b computes the rows up to r + 2 UNROLL (b + 1) (function.row_limits), one
     # more than a path can have reached; with two rows fewer a block, or r ignored, these paths
     # are cut off and the losses grow by about 8 a frame in every runtime here (checked).
     inputs, mask, labels = _fastest_paths(targets, classes)

@@ -32,7 +32,6 @@ RATIOS = (
     Ratio("c/pt64", "ctcop", "torch-f64"),
     Ratio("g/pt64b", "ctcop-grad", "torch-f64-grad"),
     Ratio("ort/f32", "onnxruntime", "float32"),
-    Ratio("ortp/f32", "onnxruntime-parts", "float32"),
     Ratio("c/exp", "ctcop", "exp-floor"),
 )
 

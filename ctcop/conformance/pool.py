@@ -245,7 +245,7 @@ class Pool:
         interruption included). The workers share the exported models they build through a folder
         of the run's (:data:`.runtimes.MODELS_VARIABLE`), named in the environment the run's fork
         server gives them, and compute ctcop's own results on one thread each (the jobs run side by
-        side: ctcop's pool and second thread would only compete with them)."""
+        side: ctcop's pool would only compete with them)."""
         pending = list(tasks)
         with tempfile.TemporaryDirectory(prefix="ctcop-models-") as models:
             environment = {**os.environ, MODELS_VARIABLE: models, scheduler.THREADS_VARIABLE: "1"}
