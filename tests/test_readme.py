@@ -276,7 +276,7 @@ RUN = "run here"
 DOCS: dict[tuple[str, str], str] = {
     ("bench.md", 'pip install ".[bench,peers]"    # matplotlib for -'):
         "an install",
-    ("bench.md", "ctcop bench: AMD EPYC, 2 cores (load average 0.96 "):
+    ("bench.md", "ctcop bench: AMD EPYC, 2 cores (load average 0.00 "):
         "output measured on another machine, not a command",
     ("conformance.md", "ctcop conformance --runtimes openvino --select rel"):
         "whole conformance runs, minutes each: the README's block runs the first line, tests/test_conformance.py, "
