@@ -1,27 +1,15 @@
 """One cell of the bench: an implementation's results checked against ctcop's, then its call timed.
 
-**Check.** The first call's losses are compared with ``ctcop.ctc_loss`` of the same inputs
-computed in float64 (the float32 logits widened exactly), by :func:`ctcop.tolerance.compare` at
-the tolerance of the result's element type (float32: rtol 1e-5, atol 1e-4; float64: rtol 1e-9,
-atol 1e-12); a gradient by the conformance suite's gradient rule
-(:func:`ctcop.conformance.verdict.compare_grad`) against ``ctcop.ctc_loss_grad``. A cell that
-fails is still timed and is marked wrong in the table.
+**Check** (:func:`check`): the first call's losses against ``ctcop.ctc_loss`` of the same inputs
+in float64, at the tolerance of the result's element type; a gradient by the conformance suite's
+gradient rule. A cell that fails is still timed and is marked wrong in the table.
 
-**Timing.** In ``passes`` passes over the whole sweep (every shape and N in turn, minutes apart).
-In each pass the columns of one shape and N take turns, ``rounds`` times (once where the logits
-exceed :data:`INTERLEAVE_MAX_BYTES`: every column's prepared inputs are held while they take
-turns, and at that size one call lasts tens of milliseconds or more). A column's turn: the
-settings its library shares with others in the process set again where another library can
-change them (:attr:`.prepared.Prepared.turn`), the process's threads left idle (:func:`settle`:
-a library's pool spins for up to about 50 ms after a call and slows the next column's calls by
-up to 2x meanwhile), the checked call in the first turn of the first pass, ``warmup`` untimed
-calls, then at least ceil(``repeat`` / (``passes`` * rounds)) timed calls and more until they
-add up to ``min_time_s`` / (``passes`` * rounds) (at most :data:`MAX_RUNS`), with Python's
-garbage collector paused. A pass's figure is the median of its runs over all turns, the cell's
-the median of its passes' figures. The columns of a row are thus timed in the same stretches of
-the machine's time: a burst of other work on a shared machine, which slows every call for a
-tenth of a second or more, falls on all of them instead of on whichever ran then. Min and max
-are over all runs.
+**Timing** (:func:`measure`, :func:`_turn`): ``passes`` passes over the whole sweep; in each pass
+the columns of one shape and N take turns, ``rounds`` times (once above
+:data:`INTERLEAVE_MAX_BYTES`), each turn after :func:`settle` and with Python's garbage collector
+paused. A pass's figure is the median of its runs over all turns, the cell's the median of its
+passes' figures; min and max are over all runs. The columns of a row are thus timed in the same
+stretches of the machine's time, so that a burst of other work falls on all of them alike.
 """
 
 from __future__ import annotations
@@ -134,7 +122,12 @@ class Reference:
 
 
 def check(result: Result, reference: Reference) -> str | None:
-    """None when ``result`` agrees with ctcop's; otherwise the first disagreement, in one line."""
+    """None when ``result`` agrees with ctcop's; otherwise the first disagreement, in one line.
+
+    The losses are compared with ``reference.loss`` (``ctcop.ctc_loss`` of the same inputs in float64,
+    the float32 logits widened exactly) by :func:`ctcop.tolerance.compare` at the tolerance of the
+    result's element type (float32: rtol 1e-5, atol 1e-4; float64: rtol 1e-9, atol 1e-12); a gradient
+    by :func:`ctcop.conformance.verdict.compare_grad` against ``ctcop.ctc_loss_grad``."""
     loss = np.asarray(result[0])
     problem = compare(loss, reference.loss, loss.dtype.name)
     if problem is not None:
@@ -147,7 +140,8 @@ def check(result: Result, reference: Reference) -> str | None:
 
 def settle() -> float:
     """Wait until the threads of this process are idle: the thread pools that a library's call
-    leaves spinning, which take cores from whatever runs next. Returns the seconds waited."""
+    leaves spinning, which take cores from whatever runs next and slow the next column's calls.
+    Returns the seconds waited."""
     start = time.perf_counter()
     while time.perf_counter() - start < SETTLE_MAX_S:
         cpu, wall = time.process_time(), time.perf_counter()
@@ -223,8 +217,12 @@ def _first_call(column: _Column, prepared: Prepared, reference: Reference, check
 
 
 def _turn(column: _Column, reference: Reference, protocol: Protocol, rounds: int, checked: bool) -> None:
-    """One turn of a column (see the module's docstring): prepared and its first call made in its
-    first turn; an exception makes the cell an error."""
+    """One turn of a column: prepared and its first call made in its first turn; an exception makes
+    the cell an error. A turn sets again the settings its library shares with others in the
+    process (:attr:`.prepared.Prepared.turn`), leaves the process's threads idle (:func:`settle`),
+    makes the checked call (first turn of the first pass), ``warmup`` untimed calls, then at least
+    ceil(``repeat`` / (``passes`` * rounds)) timed calls and more until they add up to
+    ``min_time_s`` / (``passes`` * rounds) (at most :data:`MAX_RUNS`), the garbage collector paused."""
     try:
         prepared, first = column.prepared, column.prepared is None
         if prepared is None:
@@ -253,8 +251,10 @@ def measure(
     step: Callable[[Implementation], Any] = lambda _: None,
 ) -> list[Cell]:
     """One pass of a cell: prepare, check (with ``checked``) and time each of ``implementations``
-    on ``reference.inputs``, the columns taking turns (see the module's docstring); ``step`` is
-    called before a column's first turn. Returns a cell per implementation."""
+    on ``reference.inputs``, the columns taking turns (:func:`_turn`) ``rounds`` times, once where
+    the logits exceed :data:`INTERLEAVE_MAX_BYTES` (every column's prepared inputs are held while
+    they take turns); ``step`` is called before a column's first turn. Returns a cell per
+    implementation."""
     columns = [
         _Column(implementation, Cell(implementation.name, shape, batch, "ok")) for implementation in implementations
     ]

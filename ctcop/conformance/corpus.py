@@ -4,38 +4,14 @@ Layout (package data ``ctcop/data/corpus/``, written by ``python -m ctcop.confor
 ``index.json`` lists the case ids; case ``spec/empty_targets/float32`` lives in the folder
 ``spec/empty_targets/float32/`` with ``case.json``, one ``<input name>.npy`` per input, and, for a
 case with a value, ``expected_loss.npy`` and ``expected_grad.npy``. Any language that reads JSON
-and ``.npy`` (format 1.0, little-endian, C order) reads it. The manifest (format
-:data:`FORMAT`; every key is described in :func:`describe`):
-
-- ``id``, ``form`` ("spec": the time-major form of spec section 2; "released": the OpenVINO form
-  of section 7), ``description``, ``tags`` (sorted: the form, the group, the element types,
-  attribute flags, "infeasible", "nan", "invalid", "scale");
-- ``attributes``: every attribute of the form, defaults included;
-- ``inputs``: in the schema's port order, ``{"name", "dtype", "shape", "file"}``; a bfloat16
-  array is stored as its bits, ``"storage": "uint16 bits"`` (numpy has no portable bfloat16);
-  an absent optional input (``blank_index``) is not listed;
-- ``tolerance``: the element type whose tolerance (schema, "tolerance") applies, that of the
-  logits (null when the logits are not a float type, in invalid cases);
-- ``expect``: "value" (the case has expected outputs) or "reject" (a conforming implementation
-  must refuse the input; ``rule`` is the spec rule it breaks and ``error`` the message ctcop gives;
-  no expected outputs);
-- ``expected``: ``{"loss": entry, "grad": entry}`` (same entry form as inputs): the reference's
-  loss [N] and gradient (spec form: [T, N, C] as ``ctcop.ctc_loss_grad``; released form: the
-  gradient with respect to ``logits``, [N, T, C]), in the logits' element type, computed by the
-  reference from the stored (rounded) logits;
-- ``provenance``: what vouches for the expected values besides the reference: "hand-worked" (the
-  examples of spec 9; ``hand_worked`` holds section, closed form and value), "brute-force" (every
-  sample has at most ``PATH_LIMIT`` = C ** T_i paths and the generator enumerated them all, the
-  spec read literally; ``brute_force_paths`` is how many), or "reference-only";
-- ``generator`` (scale cases only): ``{"recipe", "seed", ...}`` from which :func:`materialize`
-  draws the inputs (no arrays are stored, they would be hundreds of MB); their expected values
-  are computed by the reference when first asked for (provenance "reference-only").
-
-The recipe "splitmix64-v1" is portable: ``u(s, k)`` is the k-th output (k = 0, 1, ...) of
-SplitMix64 seeded with s, as a double ``(z >> 11) * 2**-53``; ``inputs[t, n, c] = logit_scale *
-(2 u(seed, (t N + n) C + c) - 1)`` rounded to ``dtype``; sample n has ``T_n = T - (n mod 4)
-floor(T / 10)`` frames (a prefix mask, int32) and ``L_n = L - (n mod 3) floor(L / 10)`` labels
-``floor(u(seed + 1, n T + j) (C - 1))`` for j < L_n, then -1 pads (int64).
+and ``.npy`` (format 1.0, little-endian, C order) reads it. The manifest is of format
+:data:`FORMAT`; :func:`describe` says what each key means. Forms: "spec" is the time-major form of
+spec section 2, "released" the OpenVINO form of section 7; ``expect`` "reject" cases break one spec
+rule (section 3, 6 or 7) and hold no expected outputs. Expected values are the reference's,
+computed from the stored (rounded) logits; a bfloat16 array is stored as its bits (``"storage":
+"uint16 bits"``: numpy has no portable bfloat16); an absent optional input is not listed. Scale
+cases store no arrays: :func:`materialize` draws their inputs from the portable recipe in
+``generator``, and the reference computes their expected values when first asked.
 """
 
 from __future__ import annotations
@@ -294,7 +270,12 @@ def generated_lengths(generator: Mapping[str, Any]) -> tuple[np.ndarray, np.ndar
 
 
 def materialize(generator: Mapping[str, Any] | Case) -> dict[str, np.ndarray]:
-    """The inputs of a generated case (see the module docstring for the recipe), deterministic."""
+    """The inputs of a generated case, deterministic. The recipe "splitmix64-v1" is portable:
+    ``u(s, k)`` is the k-th output (k = 0, 1, ...) of SplitMix64 seeded with s, as a double
+    ``(z >> 11) * 2**-53``; ``inputs[t, n, c] = logit_scale * (2 u(seed, (t N + n) C + c) - 1)``
+    rounded to ``dtype``; sample n has ``T_n = T - (n mod 4) floor(T / 10)`` frames (a prefix mask,
+    int32) and ``L_n = L - (n mod 3) floor(L / 10)`` labels ``floor(u(seed + 1, n T + j) (C - 1))``
+    for j < L_n, then -1 pads (int64)."""
     recipe = generator.generator if isinstance(generator, Case) else generator
     if recipe is None or recipe.get("recipe") != "splitmix64-v1":
         raise ValueError(f"unknown generator {recipe!r}")

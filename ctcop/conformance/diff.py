@@ -8,24 +8,10 @@ their messages); anything that is not a ``ctcop conformance --json`` report of s
 :func:`.sampling.recorded`) are a :class:`SelectionError` unless the comparison is asked to keep to
 the cases both hold (for a runtime sampled in either report, the cases it ran in both).
 
-A result fails the run unless :func:`.report.accepted` (pass, skip, xfail, the xpass of a
-registered defect): the rule of ``ctcop conformance``'s exit code. For a runtime and a case in both
-reports the :class:`Change`, if any, is the first of :data:`KINDS` that applies:
-
-- ``regressed``: accepted in OLD, failing the run in NEW (pass or xfail to fail, error, crash,
-  timeout, nondeterministic; the xpass of a stale expected failure);
-- ``fixed``: failing the run in OLD, accepted in NEW;
-- ``status``: another status, both accepted or both failing (pass to xfail, fail to crash, ...);
-- ``class``: the same status, another failure class (:func:`.classes.classify`) or defect id;
-- ``error``: the same status and class, the error of the :class:`~ctcop.tolerance.Mismatch`
-  (|got - expected| of a ``loss`` or ``gradient`` mismatch whose values are finite) grown or shrunk
-  by more than :data:`ERROR_FACTOR`.
-
-A runtime available in one report only is ``runtime-added`` or ``runtime-removed``; a case of a
-runtime in both that one report only holds is ``case-added`` or ``case-removed``. The differences
-of the environments head the comparison: library versions, the runtimes' own versions (a
-runtime's optional ``version``), the CPU, its instruction sets and the
-OpenVINO's default and reduced CPU precisions as the reports recorded them (spec 12.2), the settings.
+A result fails the run unless :func:`.report.accepted`: the rule of ``ctcop conformance``'s exit
+code. For a runtime and a case in both reports the :class:`Change`, if any, is the first of
+:data:`KINDS` that applies (:func:`_kind`). A runtime or case in one report only is added or
+removed; the differences of the environments head the comparison (:func:`_differences`).
 """
 
 from __future__ import annotations
@@ -316,7 +302,17 @@ def _outcomes(cases: Mapping[str, Case]) -> Callable[[Result], Outcome]:
 
 
 def _kind(old: Result, new: Result, before: Outcome, after: Outcome) -> str | None:
-    """The kind of change from ``old`` to ``new`` (module docstring), None for none."""
+    """The kind of change from ``old`` to ``new``, the first of :data:`KINDS` that applies, None for
+    none. A result is accepted by :func:`.report.accepted` (pass, skip, xfail, the xpass of a
+    registered defect):
+
+    - ``regressed``: accepted in OLD, failing the run in NEW (pass or xfail to fail, error, crash,
+      timeout, nondeterministic; the xpass of a stale expected failure);
+    - ``fixed``: failing the run in OLD, accepted in NEW;
+    - ``status``: another status, both accepted or both failing (pass to xfail, fail to crash, ...);
+    - ``class``: the same status, another failure class (:func:`.classes.classify`) or defect id;
+    - ``error``: the same status and class, the error of the :class:`~ctcop.tolerance.Mismatch`
+      (:func:`_error`) grown or shrunk by more than :data:`ERROR_FACTOR`."""
     if accepted(old) != accepted(new):
         return "fixed" if accepted(new) else "regressed"
     if before.status != after.status:
@@ -348,6 +344,9 @@ def _changes(
 
 
 def _differences(old: Report, new: Report) -> tuple[Difference, ...]:
+    """The environment entries that differ: library versions, the runtimes' own versions (a
+    runtime's optional ``version``), the CPU, its instruction sets and OpenVINO's default and
+    reduced CPU precisions as the reports recorded them (spec 12.2), the settings."""
     keys = sorted({*old.environment, *new.environment}, key=lambda key: (_SECTIONS.index(key.split(".")[0]), key))
     pairs = [(key, old.environment.get(key), new.environment.get(key)) for key in keys]
     return tuple(Difference(*pair) for pair in pairs if pair[1] != pair[2])
