@@ -10,9 +10,8 @@ white space (the reason is the rest of the line), ``#`` starts a comment::
 
 JSON: a list of ``{"runtime": GLOB, "case": PATTERN, "reason": TEXT}`` (or ``{"expected_failures":
 [...]}``). ``RUNTIME`` is a glob over runtime names; ``CASE`` a glob over case ids or a tag, as
-``--select`` reads it. A case that an entry lists and that fails (fail, error, crash, timeout,
-nondeterministic) is ``xfail``; one that passes is ``xpass``, which fails the run: the entry is
-stale. Skips stay skips.
+``--select`` reads it. A listed case that fails is ``xfail``; one that passes is ``xpass``, which
+fails the run (:func:`apply`).
 """
 
 from __future__ import annotations
@@ -102,7 +101,9 @@ def load(path: str) -> list[Expected]:
 
 
 def apply(result: Result, entries: Sequence[Expected], tags: Sequence[str]) -> Result:
-    """``result`` with xfail or xpass for a listed case (the first entry that lists it gives the reason)."""
+    """``result`` with xfail or xpass for a listed case (the first entry that lists it gives the reason).
+    A listed case that fails (fail, error, crash, timeout, nondeterministic) is ``xfail``; one that
+    passes is ``xpass``, which fails the run: the entry is stale. Skips stay skips."""
     entry = next((e for e in entries if e.matches(result.runtime, result.case, tags)), None)
     if entry is None:
         return result

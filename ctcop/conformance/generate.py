@@ -9,12 +9,9 @@ their hand-worked values; an invalid case must make ctcop raise, and its message
 Generation stops with an error when any of these checks fails.
 
 Deterministic: sorted ids, stable JSON, ``.npy`` bytes written by :func:`corpus.npy_bytes`.
-``--check`` regenerates into a temporary folder and exits 1 listing the files that differ. A float
-array that differs from the checked-in one only by float noise counts as equal (4 ulp plus 1e-13
-relative per element, gradients plus 1e-12 absolute): numpy's float64 exp and log take other code
-paths on AVX-512 CPUs than on AVX2 ones, which moves the last bits of float64 expected values
-(measured: at most 4.5e-16 absolute; inputs and float32, float16 and bfloat16 values stay
-byte-identical).
+``--check`` regenerates into a temporary folder and exits 1 listing the files that differ; a float
+array that differs from the checked-in one only by float noise (:func:`_within_noise`: :data:`ULPS`
+ulp plus :data:`NOISE_RTOL` relative, gradients plus :data:`GRAD_NOISE` absolute) counts as equal.
 """
 
 from __future__ import annotations

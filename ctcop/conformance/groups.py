@@ -1,25 +1,16 @@
 """The case groups of the corpus, as :class:`~.case.Case` drafts (inputs and attributes; the
 generator computes and checks their expected values).
 
-Spec form (``spec/<name>/<float type>``): the worked examples of spec 9 ("hand_worked", as their
-provenance: ``spec/hand_worked`` and the seed's examples, each value worked by hand), the edge cases
-of 4.4 with their attribute variants ("edge"), 60 seeded random cases with up to 8 classes
-("random") and 8 with up to 300 ("many_classes"), everything :func:`ctcop.conformance.runner.corpus`
-held, in float32 and float64; float16 and bfloat16 for the worked and edge cases and the first 8
-random and 2 many-class ones. A case whose finite logits would overflow a type is left out of that
-type (``shift_minus_3e5`` in float16).
+- spec form (``spec/<name>/<float type>``, :func:`spec_drafts`): the worked examples of spec 9,
+  the edge cases of 4.4 and seeded random cases;
+- released form (``released/<name>/<index type>/<float type>``, :func:`released_drafts`): the
+  attributes and inputs of spec 7;
+- invalid input (``invalid/<name>``, ``invalid/released/<name>``, :func:`invalid_drafts`): one case
+  per rule of spec 3, 6 and 7, each breaking exactly one rule of a valid base;
+- scale (``spec/scale_*``, tag "scale", :func:`scale_drafts`): drawn from a recipe
+  (:func:`corpus.materialize`).
 
-Released form (``released/<name>/<index type>/<float type>``): ``blank_index`` absent, 0, middle,
-C-1 ("blank"); ``unique`` over repeats and interleavings ("unique"); all 8 combinations of
-``preprocess_collapse_repeated`` x ``ctc_merge_repeated`` x ``unique`` ("flags");
-``label_length`` shorter than the rows with junk after it, the index type's extremes included
-("junk"); ``logit_length`` < T with NaN in the frames beyond it ("logit_length"); empty and
-infeasible targets, N = 0, T = 0 and 300 classes. Each in (int32, float32), (int64, float32),
-(int64, float64), (int32, float16), (int32, bfloat16).
-
-Invalid input (``invalid/<name>``, ``invalid/released/<name>``): one case per rule of spec 3, 6
-and 7, each breaking exactly one rule of a valid base. Scale (``spec/scale_*``, tag "scale"):
-warp-ctc's benchmark shapes and T = 1000, drawn from a recipe (:func:`corpus.materialize`).
+A case whose finite logits would overflow a type is left out of that type.
 """
 
 from __future__ import annotations
@@ -111,7 +102,12 @@ def _spec_sources() -> list[tuple[str, str, Case, str]]:
 
 
 def spec_drafts() -> list[Case]:
-    """The spec-form groups: hand_worked, edge, random, many_classes."""
+    """The spec-form groups: the worked examples of spec 9 ("hand_worked", as their provenance:
+    ``spec/hand_worked`` and the seed's examples, each value worked by hand), the edge cases of 4.4
+    with their attribute variants ("edge"), 60 seeded random cases with up to 8 classes ("random")
+    and 8 with up to 300 ("many_classes"), in float32 and float64; float16 and bfloat16 for the
+    worked and edge cases and the first 8 random and 2 many-class ones. A case whose finite logits
+    would overflow a type is left out of that type (``shift_minus_3e5`` in float16)."""
     hand = {example.name: example for example in worked_examples()}
     drafts = []
     counts: dict[str, int] = {}
@@ -246,7 +242,13 @@ def _length_cases(index_type: str) -> list[Case]:
 
 
 def released_drafts() -> list[Case]:
-    """The released-form groups, each case in every pair of :data:`RELEASED_TYPES`."""
+    """The released-form groups, each case in every pair of :data:`RELEASED_TYPES` ((int32,
+    float32), (int64, float32), (int64, float64), (int32, float16), (int32, bfloat16)):
+    ``blank_index`` absent, 0, middle, C-1 ("blank"); ``unique`` over repeats and interleavings
+    ("unique"); all 8 combinations of ``preprocess_collapse_repeated`` x ``ctc_merge_repeated`` x
+    ``unique`` ("flags"); ``label_length`` shorter than the rows with junk after it, the index
+    type's extremes included ("junk"); ``logit_length`` < T with NaN in the frames beyond it
+    ("logit_length"); empty and infeasible targets, N = 0, T = 0 and 300 classes."""
     drafts = []
     for index_type, dtype in RELEASED_TYPES:
         for case in _blank_cases(index_type) + _flag_cases(index_type) + _length_cases(index_type):

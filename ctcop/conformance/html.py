@@ -2,20 +2,11 @@
 
 The page is rendered from the typed results (:class:`~.result.Result`: statuses, defect ids and
 the classes of :mod:`.classes`; a message is shown, never read) and the rest of the report
-(:mod:`.report`: selection, settings, runtimes, versions, machine). It holds, in order:
-
-- whether the run passes (:func:`.report.exit_code`), its selection (with the runtimes that ran a
-  sample of it, :mod:`.sampling`: cases run and not run, the rule) and settings;
-- the matrix: a row per case family (:func:`family`) and a column per runtime that ran; each cell
-  ``<td id="cell:RUNTIME:FAMILY" data-runtime data-family data-worst data-STATUS...>`` holds the
-  count of each status of :data:`~.result.STATUSES` (``data-pass``, ``data-xfail``, ...) and is
-  coloured by its worst status (:data:`WORST_FIRST`); the row ``id="total:RUNTIME"`` cells equal
-  the report's ``summary``;
-- the registered defects met and to re-measure (:func:`.known.group`), each linking to its entry
-  (``#defect-D1``) of the registry (spec 10.1) rendered further down, and the failure classes of
-  the rest (:func:`.classes.group`) with their smallest cases;
-- the results that fail the run, with their messages; the runtimes that did not run and why;
-- the library versions and the machine the report records.
+(:mod:`.report`: selection, settings, runtimes, versions, machine). It holds, in order
+(:func:`page`): whether the run passes and its selection and settings; the runtime x case-family
+matrix (:func:`matrix`); the registered defects met and the failure classes of the rest; the
+results that fail the run; the runtimes that did not run; the registry of defects (spec 10.1); the
+library versions and the machine.
 
 Self-contained: inline CSS, no script, no font, image or link outside the page. Every text that
 comes from a runtime, a case or a report is escaped (:func:`html.escape`): it is untrusted.
@@ -109,7 +100,11 @@ def _cell(cell_id: str, counts: Mapping[str, int], data: Mapping[str, str]) -> s
 
 
 def matrix(results: Sequence[Result], runtimes: Sequence[str]) -> str:
-    """The runtime x case-family table (module docstring)."""
+    """The runtime x case-family table: a row per case family (:func:`family`) and a column per
+    runtime that ran; each cell ``<td id="cell:RUNTIME:FAMILY" data-runtime data-family data-worst
+    data-STATUS...>`` holds the count of each status of :data:`~.result.STATUSES` (``data-pass``,
+    ``data-xfail``, ...) and is coloured by its worst status (:data:`WORST_FIRST`); the row
+    ``id="total:RUNTIME"`` cells equal the report's ``summary``."""
     counts: dict[str, dict[str, dict[str, int]]] = {}
     for result in results:
         row = counts.setdefault(family(result.case), {})
@@ -250,7 +245,13 @@ def _head(document: Mapping[str, Any], results: Sequence[Result]) -> str:
 def page(document: Mapping[str, Any], results: Sequence[Result], cases: Mapping[str, Case]) -> str:
     """The HTML page of the report ``document`` (its ``selection``, ``settings``, ``runtimes``,
     ``versions``, ``machine``, ``complete``, ``interrupted_by``; its rows are ``results``);
-    ``cases`` are the corpus's, by id (the sizes and facts of the smallest cases)."""
+    ``cases`` are the corpus's, by id (the sizes and facts of the smallest cases). In order: whether
+    the run passes (:func:`.report.exit_code`), its selection (with the runtimes that ran a sample
+    of it, :mod:`.sampling`: cases run and not run, the rule) and settings; :func:`matrix`; the
+    registered defects met and to re-measure (:func:`.known.group`), each linking to its entry
+    (``#defect-D1``) of the registry (spec 10.1) rendered further down, and the failure classes of
+    the rest (:func:`.classes.group`) with their smallest cases; the results that fail the run, with
+    their messages; the runtimes that did not run and why; the library versions and the machine."""
     ran = [r["name"] for r in document["runtimes"] if r["available"]]
     sizes = {case_id: classes.elements(case) for case_id, case in cases.items()}
     parts = [
