@@ -3,24 +3,14 @@ blank_id)`` with its default ``log_epsilon=-1e5``, gradient by ``jax.value_and_g
 of the losses with respect to the logits, both in one ``jax.jit`` (the blank static), as a
 training step calls it.
 
-Layout only: the spec form's [T, N, C] logits are transposed to [N, T, C] and the gradient back,
-so it comes back in the case's layout; the paddings are ``1 - sequence_mask`` (transposed) or
-``t >= logit_length``, and 1 beyond each target's length (targets compacted as for every peer);
-the blank is ``blank_id``. Labels are handed over as numpy holds them: without x64, JAX holds
-int64 as int32, as it does for its users. float64 cases run under ``jax.enable_x64(True)``:
-without it JAX silently computes float64 inputs in float32. The other types run under JAX's
-default (x64 off); optax's recursion state is created as default floats, so float16 and bfloat16
-logits have their log-softmax in their own type and the recursion in float32. optax is a
-deliberate approximation: ``log_epsilon`` stands for ln 0, so a target with no aligned path gets
-a large finite loss instead of +inf. Any scalar blank, as given. Unsupported:
-``preprocess_collapse_repeated``, ``merge_repeated=false``, ``unique``, and a ``blank_index``
-that is not a scalar (``blank_id`` is a Python int). JAX has no intra-op thread knob (XLA sizes
-its CPU pool from the cores).
+Layout only (:class:`OptaxPeer`): the inputs are converted, never the result repaired. optax is a
+deliberate approximation: ``log_epsilon`` stands for ln 0, so a target with no aligned path gets a
+large finite loss instead of +inf. float64 cases run under ``jax.enable_x64(True)``: without it
+JAX silently computes float64 inputs in float32. Unsupported: ``preprocess_collapse_repeated``,
+``merge_repeated=false``, ``unique``, and a ``blank_index`` that is not a scalar.
 
-**Compilations.** ``jax.jit`` compiles once per shape, element type and blank, seconds each.
-JAX's persistent compilation cache is turned on in ``$XDG_CACHE_HOME/ctcop/jax`` (``~/.cache`` by
-default) with every compilation kept, so that a later process loads what an earlier one compiled
-(it still traces); best effort, and not where the process chose a folder already.
+``jax.jit`` compiles once per shape, element type and blank; JAX's persistent compilation cache
+(:func:`persistent_cache`) lets a later process load what an earlier one compiled.
 """
 
 from __future__ import annotations
@@ -62,8 +52,10 @@ def cache_folder() -> Path:
 
 
 def persistent_cache(jax: Any) -> None:
-    """Turn on JAX's persistent compilation cache in :func:`cache_folder`, every compilation
-    kept; nothing when the process chose a folder already or this one cannot be written."""
+    """Turn on JAX's persistent compilation cache in :func:`cache_folder` (``$XDG_CACHE_HOME/ctcop/jax``,
+    ``~/.cache`` by default), every compilation kept, so that a later process loads what an earlier
+    one compiled (it still traces); best effort: nothing when the process chose a folder already or
+    this one cannot be written."""
     try:
         if jax.config.jax_compilation_cache_dir:
             return
@@ -92,6 +84,16 @@ def loss_and_gradient() -> Any:
 
 
 class OptaxPeer(Peer):
+    """Layout only: the spec form's [T, N, C] logits are transposed to [N, T, C] and the gradient
+    back, so it comes back in the case's layout; the paddings are ``1 - sequence_mask``
+    (transposed) or ``t >= logit_length``, and 1 beyond each target's length (targets compacted as
+    for every peer); the blank is ``blank_id``, any scalar blank as given (``blank_id`` is a Python
+    int). Labels are handed over as numpy holds them: without x64, JAX holds int64 as int32, as it
+    does for its users. float64 cases run under ``jax.enable_x64(True)``; the other types under
+    JAX's default (x64 off): optax's recursion state is created as default floats, so float16 and
+    bfloat16 logits have their log-softmax in their own type and the recursion in float32. JAX has
+    no intra-op thread knob (XLA sizes its CPU pool from the cores)."""
+
     def load(self) -> None:
         jax_and_optax()
 

@@ -1,23 +1,12 @@
-"""TensorFlow: ``tf.nn.ctc_loss`` (v2, dense labels) and ``tf.compat.v1.nn.ctc_loss`` (the
-kernel CTCLoss-4 was modelled on), on the CPU, eager, gradients by ``tf.GradientTape`` of the sum
-of the losses with respect to the case's logits (both APIs take batch-major logits through a
-flag, so the gradient comes back in the case's layout).
+"""TensorFlow: ``tf.nn.ctc_loss`` (v2, dense labels, :class:`TensorFlowPeer`) and
+``tf.compat.v1.nn.ctc_loss`` (the kernel CTCLoss-4 was modelled on, :class:`TensorFlowV1Peer`), on
+the CPU, eager, gradients by ``tf.GradientTape`` of the sum of the losses with respect to the
+case's logits (both APIs take batch-major logits through a flag, so the gradient comes back in the
+case's layout).
 
-v2: ``tf.nn.ctc_loss(labels [N, S] dense, logits, label_length, logit_length,
-logits_time_major, blank_index)``; any blank. Its dense path is TensorFlow code (not the
-kernel): float16 and bfloat16 logits are computed in float32 and the loss rounded back. float64
-logits are passed as given although that path raises for them (float32 constants meet float64
-tensors): a user meets that error, so it is recorded as the framework's, not skipped.
-Unsupported: ``preprocess_collapse_repeated``, ``merge_repeated=false``, ``unique`` (the v2
-``unique`` argument is a speed-up, not OpenVINO's attribute).
-
-v1: ``tf.compat.v1.nn.ctc_loss(labels SparseTensor, inputs, sequence_length int32,
-preprocess_collapse_repeated, ctc_merge_repeated, ignore_longer_outputs_than_inputs=False,
-time_major)``: the C++ ``CTCLoss`` kernel, float32 and float64 (float16 and bfloat16 through
-float32). ``ignore_longer_outputs_than_inputs`` stays at its default, False: a target too long
-for its frames raises for the whole batch instead of quietly giving loss 0 (with True), which
-is how a user meets it. Blank is C-1 only (a released case with another ``blank_index`` is
-Unsupported), no ``unique``; a ``label_length`` outside [0, S] has no sparse form (Unsupported).
+Each is called as a user calls it: an error the framework raises for a case is recorded as the
+framework's, not skipped. Unsupported: by v2 ``preprocess_collapse_repeated``,
+``merge_repeated=false`` and ``unique``; by v1 ``unique`` and a blank other than C-1.
 """
 
 from __future__ import annotations
@@ -66,6 +55,14 @@ def differentiate(function: Any, x: np.ndarray) -> Outcome:
 
 
 class TensorFlowPeer(Peer):
+    """v2: ``tf.nn.ctc_loss(labels [N, S] dense, logits, label_length, logit_length,
+    logits_time_major, blank_index)``; any blank. Its dense path is TensorFlow code (not the
+    kernel): float16 and bfloat16 logits are computed in float32 and the loss rounded back. float64
+    logits are passed as given although that path raises for them (float32 constants meet float64
+    tensors): a user meets that error, so it is recorded as the framework's, not skipped.
+    Unsupported: ``preprocess_collapse_repeated``, ``merge_repeated=false``, ``unique`` (the v2
+    ``unique`` argument is a speed-up, not OpenVINO's attribute)."""
+
     def load(self) -> None:
         tf()
 
@@ -100,6 +97,14 @@ def sparse_targets(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class TensorFlowV1Peer(Peer):
+    """v1: ``tf.compat.v1.nn.ctc_loss(labels SparseTensor, inputs, sequence_length int32,
+    preprocess_collapse_repeated, ctc_merge_repeated, ignore_longer_outputs_than_inputs=False,
+    time_major)``: the C++ ``CTCLoss`` kernel, float32 and float64 (float16 and bfloat16 through
+    float32). ``ignore_longer_outputs_than_inputs`` stays at its default, False: a target too long
+    for its frames raises for the whole batch instead of quietly giving loss 0 (with True), which
+    is how a user meets it. Blank is C-1 only (a released case with another ``blank_index`` is
+    Unsupported), no ``unique``; a ``label_length`` outside [0, S] has no sparse form (Unsupported)."""
+
     def load(self) -> None:
         tf()
 

@@ -2,26 +2,15 @@
 users reach Baidu's warp-ctc library (Paddle links it and calls its ``compute_ctc_loss``).
 
 warp-ctc takes unnormalised activations and applies the softmax itself, as CTCLoss-4 does (spec
-4.2), so the logits go in as given: ``ctc_loss(logits [T, N, C], labels [N, S] int32 padded,
-input_lengths int64, label_lengths int64, blank, reduction="none", norm_by_times=False)``; the
-gradient is Paddle's autograd of the sum of the losses with respect to the logits (the released
-form's [N, T, C] is transposed inside the graph, so the gradient comes back in the case's layout).
-Layout only: the mask's column sums are the frame counts, the targets are compacted as for every
-peer (:func:`~.common.dense_targets`), integer labels are handed over as int32 and integer
-lengths as int64 (the kernel's index types; anything else as given). Any scalar blank, as given.
-float32 and float64 (Paddle's CPU kernel has no other type). Unsupported: float16 and bfloat16,
-``preprocess_collapse_repeated``, ``merge_repeated=false``, ``unique``, and a ``blank_index`` that
-is not a scalar (``blank`` is a Python int). Paddle runs warp-ctc on one CPU thread, no knob.
+4.2), so the logits go in as given (:func:`loss_and_gradient`); the gradient is Paddle's autograd
+of the sum of the losses with respect to the logits, in the case's layout. Layout only
+(:class:`WarpCTCPeer`): float32 and float64, any scalar blank; unsupported: float16 and bfloat16,
+``preprocess_collapse_repeated``, ``merge_repeated=false``, ``unique``, a non-scalar blank.
 
-**Processes.** Paddle never runs in the caller's process: importing it where TensorFlow is
-loaded kills the process (SIGSEGV; paddlepaddle 3.3.1, tensorflow-cpu 2.21.0), and the conformance
-tests and ``ctcop eval`` load several frameworks. Each call goes to a child process
-(:mod:`ctcop.process.workers`) kept for the peer's calls; a call that makes Paddle or warp-ctc write
-outside their buffers (:func:`unsafe`: a frame count outside [0, T], a negative target length, a
-sample with neither frames nor labels) gets a throwaway child, so that the heap it corrupts is not
-the one later calls use. When a child dies by a signal, this process dies by the same signal, so
-the suite records the crash as the framework's. Paddle's own fault handler is turned off: on a
-corrupted heap it hangs instead of ending the process.
+**Processes.** Paddle never runs in the caller's process: each call goes to a child process
+(:mod:`ctcop.process.workers`, :func:`kept`); a call that makes Paddle or warp-ctc write outside
+their buffers (:func:`unsafe`) gets a throwaway child. When a child dies by a signal, this process
+dies by the same signal (:func:`in_child`), so the suite records the crash as the framework's.
 """
 
 from __future__ import annotations
@@ -48,8 +37,8 @@ CHILD_TIMEOUT_S = 60.0
 
 @cache
 def paddle() -> Any:
-    """Paddle on the CPU, its fault handler off (its import warns that ccache is missing, which
-    concerns building extensions)."""
+    """Paddle on the CPU, its fault handler off: on a corrupted heap it hangs instead of ending the
+    process (its import warns that ccache is missing, which concerns building extensions)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         module = framework("paddle")
@@ -66,7 +55,9 @@ def tensor(array: np.ndarray, integer: str) -> Any:
 
 def loss_and_gradient(arrays: dict[str, np.ndarray], spec: bool, blank_id: int) -> tuple[np.ndarray, np.ndarray]:
     """[N] losses and d sum / d logits of ``arrays`` (``logits``: [T, N, C] when ``spec``, else
-    [N, T, C], transposed in the graph; ``targets``, ``frames``, ``lengths``)."""
+    [N, T, C], transposed in the graph, so the gradient comes back in the case's layout; ``targets``,
+    ``frames``, ``lengths``): ``ctc_loss(logits [T, N, C], labels [N, S] int32 padded, input_lengths
+    int64, label_lengths int64, blank, reduction="none", norm_by_times=False)``."""
     p = paddle()
     leaf = p.to_tensor(np.array(arrays["logits"], copy=True), stop_gradient=False)
     loss = p.nn.functional.ctc_loss(
@@ -83,9 +74,10 @@ def loss_and_gradient(arrays: dict[str, np.ndarray], spec: bool, blank_id: int) 
 
 
 def unsafe(arrays: dict[str, np.ndarray], spec: bool) -> bool:
-    """Whether the call writes outside Paddle's or warp-ctc's buffers (module docstring): lengths
-    that are not [N] integers, a frame count outside [0, T], a negative target length, or a
-    sample with no frame and an empty target, in non-empty logits."""
+    """Whether the call writes outside Paddle's or warp-ctc's buffers: lengths that are not [N]
+    integers, a frame count outside [0, T], a negative target length, or a sample with no frame
+    and an empty target, in non-empty logits. Such a call gets a throwaway child, so that the heap
+    it corrupts is not the one later calls use."""
     x, frames, lengths = (np.asarray(arrays[name]) for name in ("logits", "frames", "lengths"))
     if x.ndim != 3:
         return True
@@ -135,6 +127,14 @@ def in_child(worker: Worker, arrays: dict[str, np.ndarray], spec: bool, blank_id
 
 
 class WarpCTCPeer(Peer):
+    """Layout only: the mask's column sums are the frame counts, the targets are compacted as for
+    every peer (:func:`~.common.dense_targets`), integer labels are handed over as int32 and integer
+    lengths as int64 (the kernel's index types; anything else as given). Any scalar blank, as given
+    (``blank`` is a Python int). float32 and float64 (Paddle's CPU kernel has no other type).
+    Paddle runs warp-ctc on one CPU thread, no knob. Each call runs in a child process: importing
+    Paddle where TensorFlow is loaded kills the process (SIGSEGV; paddlepaddle 3.3.1,
+    tensorflow-cpu 2.21.0), and the conformance tests and ``ctcop eval`` load several frameworks."""
+
     def load(self) -> None:
         kept()
 
