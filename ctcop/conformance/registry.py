@@ -4,21 +4,14 @@
 1. the built-in adapters, :data:`ctcop.conformance.runtimes.RUNTIMES`;
 2. the framework peers, ``ctcop.conformance.peers.PEERS`` (when that package is there);
 3. the entry-point group ``ctcop.runtimes`` of every installed distribution;
-4. each ``--runtime-module pkg.mod:attr`` (or ``path/to/file.py:attr``, which imports the modules
-   beside it: its folder is put first on ``sys.path``, in the probe, the parent and every worker,
-   as ``python path/to/file.py`` has it; ``pkg.mod`` is searched in the current folder too).
+4. each ``--runtime-module pkg.mod:attr`` (or ``path/to/file.py:attr``, :func:`load_module`).
 
 Entry points and modules are third-party code: each is loaded first in a probe worker process
-(:func:`probe_loading`), so that one that kills or hangs its importer is refused (a module) or listed as
-broken (an entry point), in one line, instead of taking ctcop with it.
-
-An entry point or ``attr`` is a runtime object, a list, tuple or dict of them, or a zero-argument
-callable returning one of those. A runtime has ``name``, ``description`` and ``run(case)``, and
-optionally ``available() -> str | None`` (None: usable; else why not, e.g. "torch not
-installed") and ``version`` (text: the runtime's own version, which the report records with its
-name and ``conformance-diff`` compares). Names are unique. A runtime that is not available is
-listed, never run. Importing this module loads numpy only; the built-in adapters and the peers
-import their libraries when first run, an entry point or a module when it is named here.
+(:func:`probe_loading`), so that one that kills or hangs its importer is refused (a module) or
+listed as broken (an entry point), in one line, instead of taking ctcop with it. Names are unique
+(:func:`discover`). A runtime that is not available is listed, never run. Importing this module
+loads numpy only; the built-in adapters and the peers import their libraries when first run, an
+entry point or a module when it is named here.
 """
 
 from __future__ import annotations
@@ -67,7 +60,11 @@ def is_runtime(value: Any) -> bool:
 
 
 def expand(value: Any, origin: str) -> list[Any]:
-    """The runtimes that ``value`` stands for (see the module docstring)."""
+    """The runtimes that ``value`` stands for: a runtime object, a list, tuple or dict of them, or a
+    zero-argument callable returning one of those (an entry point or ``attr``). A runtime has ``name``,
+    ``description`` and ``run(case)``, and optionally ``available() -> str | None`` (None: usable; else
+    why not, e.g. "torch not installed") and ``version`` (text: the runtime's own version, which the
+    report records with its name and ``conformance-diff`` compares)."""
     if is_runtime(value):
         return [value]
     if isinstance(value, Mapping):
@@ -125,7 +122,10 @@ def _import(module: str) -> Any:
 
 
 def load_module(spec: str) -> list[Any]:
-    """The runtimes of ``pkg.mod:attr`` (``attr`` may be dotted; ``path/file.py:attr`` works too)."""
+    """The runtimes of ``pkg.mod:attr`` (``attr`` may be dotted; ``path/file.py:attr`` works too,
+    importing the modules beside it: its folder is put first on ``sys.path``, in the probe, the parent
+    and every worker, as ``python path/to/file.py`` has it; ``pkg.mod`` is searched in the current
+    folder too)."""
     module_name, _, attr = spec.rpartition(":")
     if not module_name or not attr:
         raise RegistryError(f"{spec!r} is not MODULE:ATTRIBUTE (e.g. mypackage.ctc:RUNTIMES)")
@@ -266,7 +266,7 @@ def _broken(origin: str, reason: str) -> Entry:
 def discover(
     modules: Sequence[str] = (), with_plugins: bool = True, probe_timeout_s: float = PROBE_TIMEOUT_S
 ) -> list[Entry]:
-    """Every runtime of the four sources (module docstring), in order; a name seen twice is an
+    """Every runtime of the four sources (the module's list), in order; a name seen twice is an
     error. Each module is loaded by :func:`probe` (within ``probe_timeout_s``) before it is
     loaded here."""
     for spec in modules:

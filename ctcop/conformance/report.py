@@ -1,33 +1,11 @@
 """The conformance report: the table ``ctcop conformance`` prints, its ``--json`` document
-(schema :data:`SCHEMA`), the environment it records, the merge of shard reports and the progress
-line.
-
-``--json`` (``ctcop-conformance-2``)::
-
-    {"schema": "ctcop-conformance-2", "complete": bool, "interrupted_by": null | "SIGINT" | "SIGTERM",
-     "versions": {distribution: version},        # ctcop, numpy, onnx, onnxruntime, openvino, ml_dtypes,
-                                                 # and each installed peer framework
-     "machine": {"cpu": model name, "isa": [flags of interest], "cores": int},
-     "selection": {"patterns": [TAG|GLOB...] ([] = the default: all but scale), "shard": "K/N" | null,
-                   "cases": int, "merged": ["1/2", ...] (merged reports only),
-                   "sampled": {runtime: {"rule", "cases": run, "not_run": int}} (the runtimes that
-                   ran :mod:`.sampling`'s sample of the cases; {} when every runtime ran every case)},
-     "settings": {"jobs": int, "timeout_s": float, "runs": 2, "expected_failures": path | null,
-                  "known_defects": bool},
-     "runtimes": [{"name", "description", "available": bool, "reason": null | why not}],
-     "results": [{"case", "runtime", "status", "defect": null | "D1"..., "max_abs_err", "max_rel_err",
-                  "message", "mismatch": null | {"kind", "sample", "got", "expected", ...},
-                  "raised": null | {"type", "text"}, "death": null | "killed by SIGSEGV" ...}],
-     "summary": {runtime: {status: count}}}
+(schema :data:`SCHEMA`, :func:`document`), the environment it records, the merge of shard reports
+and the progress line.
 
 A row is a :class:`~.result.Result` (its fields of :data:`~.result.REPORTED`; the reader of
-``ctcop conformance-merge`` makes Results of them again): ``status`` is one of :data:`STATUSES`;
-``defect`` the registered defect (:mod:`ctcop.defects`) that made it an xfail or, not reproduced,
-an xpass; ``max_abs_err`` / ``max_rel_err`` are the loss's (null when no loss was compared);
-``mismatch`` the :class:`~ctcop.tolerance.Mismatch` of a value that departs (its fields, kinds:
-:data:`ctcop.tolerance.KINDS`); ``raised`` the exception the runtime raised; ``death`` how the
-worker died. +inf, -inf and NaN are the strings "inf", "-inf", "nan". Results are in runtime
-order, then case id; an interrupted run holds the cases whose two evaluations finished.
+``ctcop conformance-merge`` makes Results of them again). +inf, -inf and NaN are the strings
+"inf", "-inf", "nan". Results are in runtime order, then case id; an interrupted run holds the
+cases whose two evaluations finished. A result fails the run unless :func:`accepted`.
 """
 
 from __future__ import annotations
@@ -121,7 +99,35 @@ def document(
     environment: Mapping[str, Any],
     interrupted_by: str | None,
 ) -> str:
-    """The ``--json`` text; ``environment`` holds ``versions``, ``machine``, ``selection`` and ``settings``."""
+    """The ``--json`` text; ``environment`` holds ``versions``, ``machine``, ``selection`` and ``settings``.
+
+    ``--json`` (``ctcop-conformance-2``)::
+
+        {"schema": "ctcop-conformance-2", "complete": bool, "interrupted_by": null | "SIGINT" | "SIGTERM",
+         "versions": {distribution: version},        # ctcop, numpy, onnx, onnxruntime, openvino, ml_dtypes,
+                                                     # and each installed peer framework
+         "machine": {"cpu": model name, "isa": [flags of interest], "cores": int},
+         "selection": {"patterns": [TAG|GLOB...] ([] = the default: all but scale), "shard": "K/N" | null,
+                       "cases": int, "merged": ["1/2", ...] (merged reports only),
+                       "sampled": {runtime: {"rule", "cases": run, "not_run": int}} (the runtimes that
+                       ran :mod:`.sampling`'s sample of the cases; {} when every runtime ran every case)},
+         "settings": {"jobs": int, "timeout_s": float, "runs": 2, "expected_failures": path | null,
+                      "known_defects": bool},
+         "runtimes": [{"name", "description", "available": bool, "reason": null | why not}],
+         "results": [{"case", "runtime", "status", "defect": null | "D1"..., "max_abs_err", "max_rel_err",
+                      "message", "mismatch": null | {"kind", "sample", "got", "expected", ...},
+                      "raised": null | {"type", "text"}, "death": null | "killed by SIGSEGV" ...}],
+         "summary": {runtime: {status: count}}}
+
+    A row is a :class:`~.result.Result` (its fields of :data:`~.result.REPORTED`; the reader of
+    ``ctcop conformance-merge`` makes Results of them again): ``status`` is one of :data:`STATUSES`;
+    ``defect`` the registered defect (:mod:`ctcop.defects`) that made it an xfail or, not reproduced,
+    an xpass; ``max_abs_err`` / ``max_rel_err`` are the loss's (null when no loss was compared);
+    ``mismatch`` the :class:`~ctcop.tolerance.Mismatch` of a value that departs (its fields, kinds:
+    :data:`ctcop.tolerance.KINDS`); ``raised`` the exception the runtime raised; ``death`` how the
+    worker died. +inf, -inf and NaN are the strings "inf", "-inf", "nan". Results are in runtime
+    order, then case id; an interrupted run holds the cases whose two evaluations finished.
+    """
     body = {
         "schema": SCHEMA,
         "complete": interrupted_by is None and bool(environment.get("complete", True)),

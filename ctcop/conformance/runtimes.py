@@ -10,16 +10,7 @@ attributes, and the presence of ``blank_index``) and cached. Adapters convert la
 a case that must be rejected they pass the inputs on unchanged (ctcop's exported graphs are total
 functions and answer NaN for faulty samples, spec 11.5; the reference raises
 :class:`ctcop.InvalidInputError`). The wings (onnx, onnxruntime, openvino) are imported inside
-the adapters that need them.
-
-Released-form cases (spec 7): the reference evaluates them with ``openvino_ctc_loss``; the raw
-``openvino`` runtime hands the case's own inputs to OpenVINO's CTCLoss-4 (no adapter); the ONNX
-runtimes run :func:`ctcop.onnx.released.released_model` (standard operators in front of ctcop's
-node); the lowered IR runs :func:`ctcop.openvino.released.released_ir_model` (stock operators in
-front of the guarded lowering); ctcop's custom IR layer implements the time-major form only
-(Unsupported). bfloat16 logits are
-Unsupported where ctcop's export does not serve them (spec 11.1: ONNX and IR). The OpenVINO
-adapters compile at the precision the case's logits declare (spec 13), not at the CPU's default.
+the adapters that need them. Released-form cases (spec 7): see :class:`Runtime`.
 """
 
 from __future__ import annotations
@@ -63,7 +54,16 @@ class Runtime:
     ``released_unsupported``); ``bfloat16``: why bfloat16 logits are Unsupported ("" when they
     are served); ``needs``: the modules that must import for it to run; ``spec_outcome``: an
     evaluation of spec-form cases that gives the gradient too; ``sampled``: the default run runs
-    :mod:`.sampling`'s sample of the cases only (its evaluations are costly)."""
+    :mod:`.sampling`'s sample of the cases only (its evaluations are costly).
+
+    Released-form cases (spec 7): the reference evaluates them with ``openvino_ctc_loss``; the raw
+    ``openvino`` runtime hands the case's own inputs to OpenVINO's CTCLoss-4 (no adapter); the ONNX
+    runtimes run :func:`ctcop.onnx.released.released_model` (standard operators in front of ctcop's
+    node); the lowered IR runs :func:`ctcop.openvino.released.released_ir_model` (stock operators in
+    front of the guarded lowering); ctcop's custom IR layer implements the time-major form only
+    (Unsupported). bfloat16 logits are Unsupported where ctcop's export does not serve them (spec
+    11.1: ONNX and IR). The OpenVINO adapters compile at the precision the case's logits declare
+    (spec 13), not at the CPU's default."""
 
     name: str
     description: str
