@@ -6,28 +6,12 @@ For the loss of each sample, and elementwise for the gradient, in float64::
 
 ``eps`` the machine epsilon, ``type`` the answer's element type, ``wide`` float64 for float64 and
 float32 otherwise, ``loss_i`` the reference's loss of the sample (1 where it is not finite); +inf,
--inf and NaN exactly where the reference has them. The first term is the two roundings to
-``type`` (the reference's, and the runtime's of its own result: half an eps each); the second is
-a correct computation in ``wide``: its error is a small multiple of eps(wide) |loss_i|, since the
-loss and the gradient's occupancies inherit the absolute error of alpha + beta, a sum of about
-|loss_i| worth of log-probabilities (spec 5). ``UNITS`` and the epsilons are the schema's
-("tolerance"). The conformance suite, ``ctcop eval``, the bench and the tests compare through
-:func:`mismatch` / :func:`compare` (losses) and :func:`allowance` (the gradient's bound,
-:mod:`ctcop.conformance.verdict`) only. Core module.
-
-A disagreement is a :class:`Mismatch`: facts that the conformance suite classifies and renders
-into its messages, never reads back out of them. Its ``kind`` is one of :data:`KINDS`:
-
-- ``"shape"``: the loss's ``shape`` is not the reference's ``expected_shape``;
-- ``"loss"``: the loss of ``sample`` is ``got`` where the reference has ``expected`` and the
-  rule allows ``allowed`` (the first sample off by this module's rule);
-- ``"gradient-shape"``: the gradient's ``shape`` is not the reference's ``expected_shape``;
-- ``"gradient"``: the gradient's worst ``entry`` (its index; in ``sample``) is ``got`` where the
-  reference has ``expected``, ``allowed`` the bound there, ``off`` of ``entries`` entries off (spec
-  5; :mod:`ctcop.conformance.verdict`);
-- ``"accepted-invalid-input"``: a case that must be rejected got a number: ``got`` for the
-  offending ``sample`` (-1 when every sample had to be NaN and ``got`` is the first number), or a
-  loss of ``shape`` where the batch has ``expected_shape`` (spec 3.1/3.3, 7.1/7.2, 11.5).
+-inf and NaN exactly where the reference has them. The first term is the two roundings to ``type``
+(the reference's and the runtime's: half an eps each); the second a correct computation in
+``wide``, whose error is a small multiple of eps(wide) |loss_i| (the loss and the gradient's
+occupancies inherit the absolute error of alpha + beta, spec 5). ``UNITS`` and the epsilons are
+the schema's ("tolerance"). Every comparison (conformance suite, ``ctcop eval``, bench, tests) goes
+through :func:`mismatch` / :func:`compare` and :func:`allowance` only. Core module.
 """
 
 from __future__ import annotations
@@ -65,8 +49,20 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class Mismatch:
-    """Where a runtime's answer departs from the reference (module docstring: the kinds and the
-    fields each one sets)."""
+    """Where a runtime's answer departs from the reference: facts that the conformance suite
+    classifies and renders into its messages, never reads back out of them. ``kind`` is one of
+    :data:`KINDS`:
+
+    - ``"shape"``: the loss's ``shape`` is not the reference's ``expected_shape``;
+    - ``"loss"``: the loss of ``sample`` is ``got`` where the reference has ``expected`` and the
+      rule allows ``allowed`` (the first sample off by this module's rule);
+    - ``"gradient-shape"``: the gradient's ``shape`` is not the reference's ``expected_shape``;
+    - ``"gradient"``: the gradient's worst ``entry`` (its index; in ``sample``) is ``got`` where the
+      reference has ``expected``, ``allowed`` the bound there, ``off`` of ``entries`` entries off
+      (spec 5; :mod:`ctcop.conformance.verdict`);
+    - ``"accepted-invalid-input"``: a case that must be rejected got a number: ``got`` for the
+      offending ``sample`` (-1 when every sample had to be NaN and ``got`` is the first number), or
+      a loss of ``shape`` where the batch has ``expected_shape`` (spec 3.1/3.3, 7.1/7.2, 11.5)."""
 
     kind: str
     sample: int = -1
@@ -92,7 +88,8 @@ def tolerance(dtype: str) -> Tolerance:
 
 def allowance(expected: npt.ArrayLike, loss: npt.ArrayLike, dtype: str) -> np.ndarray:
     """The rule's bound for each element of ``expected``, whose samples' reference losses
-    ``loss`` broadcast against it (the loss itself for losses)."""
+    ``loss`` broadcast against it (the loss itself for losses); the gradient's bound for
+    :mod:`ctcop.conformance.verdict`."""
     limit = tolerance(dtype)
     scale = np.abs(np.asarray(loss, dtype=np.float64))
     scale = np.where(np.isfinite(scale), np.maximum(scale, 1.0), 1.0)

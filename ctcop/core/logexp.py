@@ -1,19 +1,17 @@
 """``exp`` and ``ln`` for the compiled kernels, written so that a loop calling them vectorises.
 
-``math.exp``/``math.log`` compile to one libm call per element, which no loop vectoriser widens
-(numba's SVML is not in the llvmlite wheels). These two are plain float64 arithmetic with a bit
-cast, so LLVM widens them to the CPU's vector width: no table (a lookup is a gather, which AVX2
-does not vectorise), no int64/float64 conversion (integers move through a float's low bits by
-adding 2**52), no fused multiply-add (numba does not contract without fast-math), so every CPU
-computes the same bits. Accuracy (tests/test_logexp.py, against the C library's):
+``math.exp``/``math.log`` compile to one libm call per element, which no loop vectoriser widens.
+These two are plain float64 arithmetic with a bit cast, so LLVM widens them to the CPU's vector
+width. Rules they keep: no table (a lookup is a gather, which AVX2 does not vectorise), no
+int64/float64 conversion (integers move through a float's low bits by adding 2**52), no fused
+multiply-add (numba does not contract without fast-math), so every CPU computes the same bits;
+polynomials by Estrin's scheme (short dependency chains, so the CPU overlaps a loop's elements).
 
-* :func:`exp_nonpositive`: ``exp(d)`` for ``d <= 0`` within 1 ulp (Cody-Waite reduction,
-  ``|r| <= ln(2) / 2``, Taylor to degree 13); exactly 0 for ``d < -700`` (see :data:`EXACT_BELOW`).
-* :func:`log_normal`: ``ln(v)`` for a positive normal ``v`` within 3 ulp (``2 atanh(f)`` to
-  ``f**23``), ``-inf`` for 0.
+* :func:`exp_nonpositive`: ``exp(d)`` for ``d <= 0`` within 1 ulp; exactly 0 below :data:`EXP_FLUSH`
+  (see :data:`EXACT_BELOW`);
+* :func:`log_normal`: ``ln(v)`` for a positive normal ``v`` within 3 ulp, ``-inf`` for 0.
 
-Both polynomials use Estrin's scheme (dependent chains of 12 and 9 operations, not Horner's 24 and
-22), so that the CPU overlaps the elements of a vectorised loop.
+Both are tested against the C library's in tests/test_logexp.py.
 """
 
 from __future__ import annotations
@@ -66,7 +64,10 @@ _bits_float = _bitcast(types.int64, types.float64, ir.DoubleType())  # the float
 
 @compiled
 def exp_nonpositive(d: float) -> float:
-    """``exp(d)`` for ``d <= 0`` (-inf included); 0 below :data:`EXP_FLUSH`."""
+    """``exp(d)`` for ``d <= 0`` (-inf included) within 1 ulp; 0 below :data:`EXP_FLUSH`.
+
+    Cody-Waite reduction ``d = k ln(2) + r``, ``|r| <= ln(2) / 2``, then Taylor to degree 13 by
+    Estrin's scheme (a dependent chain of 12 operations, not Horner's 24)."""
     clamped = d if d > EXP_FLUSH else EXP_FLUSH
     k = np.floor(clamped * _PER_LN2 + 0.5)  # an integer in float64: no conversion, which AVX2 lacks
     r = (clamped - k * LN2_HI) - k * LN2_LO
@@ -84,7 +85,10 @@ def exp_nonpositive(d: float) -> float:
 
 @compiled
 def log_normal(v: float) -> float:
-    """``ln(v)`` for a positive normal ``v``; -inf for ``v == 0``."""
+    """``ln(v)`` for a positive normal ``v`` within 3 ulp; -inf for ``v == 0``.
+
+    ``e ln(2) + 2 atanh(f)`` with the series to ``f**23`` by Estrin's scheme (a dependent chain of 9
+    operations, not Horner's 22)."""
     bits = _float_bits(v)
     exponent = _bits_float((bits >> 52) | _TWO_52_BITS) - _BIASED  # exact, and no conversion
     m = _bits_float((bits & _MANTISSA) | _EXPONENT_ZERO)

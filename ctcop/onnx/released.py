@@ -2,31 +2,16 @@
 ctcop's ``ai.ctcop.CTCLoss`` node and its model-local function (spec 7, 11.5).
 
 Graph inputs ``logits`` [N, T, C], ``logit_length`` [N], ``labels`` [N, T], ``label_length`` [N]
-and, when asked for, the scalar ``blank_index``; output ``loss`` [N]. The front computes:
+and, when asked for, the scalar ``blank_index``; output ``loss`` [N]. Rules the front keeps:
 
-* lengths, labels and ``blank_index`` read as float64 (exact for every value that can be valid;
-  no cast wraps) by a Cast that is their first operator (OpenVINO's CPU plugin wraps int64 to
-  int32 before any integer operator, spec 12.2 D6), then cut and padded to [N] and [N, T] with N,
-  T, C from ``logits``; their dynamic dims are declared without names (onnxruntime plans buffers
-  from dim names, 11.4, and such inputs may contradict the logits' N and T);
-* faults (spec 11.5, released form): sample i is faulty when ``logit_length[i]`` or
-  ``label_length[i]`` lies outside [0, T] or an entry of its prefix ``labels[i, :label_length[i]]``
-  is not a class in [0, C-1] other than the blank; every sample is faulty when ``blank_index``
-  lies outside [0, C-1] or is not a scalar (onnxruntime and onnx.reference take any rank for a
-  declared scalar), or the lengths or labels disagree with [N] and [N, T];
-* the time-major inputs: ``logits`` with the blank class moved to the last position (a Gather
-  along C with the classes 0..b-1, b+1..C-1, b; only when the model has ``blank_index``),
-  transposed to [T, N, C]; ``sequence_mask`` [T, N] from ``logit_length``; ``labels`` [N, T] with
-  the prefix's classes above b renumbered down by one and every other entry -1; with ``unique``
-  only the first occurrence of each class in the prefix is kept (an [N, W, W] equality with a
-  strict lower triangle, W the longest prefix). A faulty sample is passed on as a valid empty
-  one (mask 0, labels -1), so nothing out of range reaches an index, and its loss is NaN;
-* the node: ``merge_repeated`` = ``ctc_merge_repeated``; ``preprocess_collapse_repeated`` passed
-  through, false with ``unique`` (first occurrences hold no adjacent repeats, and
-  unique(collapse(x)) = unique(x)).
-
-The NaN for faults is set after the node (a Where), not encoded as an invalid time-major sample:
-with T = 0 a sample has no mask entry or label position that could carry the fault.
+* lengths, labels and ``blank_index`` are read as float64 by a Cast that is their first operator
+  (spec 12.2 D6, :func:`_read`); their dynamic dims are declared without names (onnxruntime plans
+  buffers from dim names, 11.4, and such inputs may contradict the logits' N and T);
+* a sample with a fault of spec 11.5 (released form; :func:`_front`) reaches the node as a valid
+  empty one (mask 0, labels -1), so nothing out of range reaches an index; its NaN is set after
+  the node by a Where (with T = 0 no mask entry or label position could carry the fault);
+* the node gets the time-major inputs (:func:`_front`, :func:`_time_major_logits`) and the
+  attributes of :func:`node_attributes`.
 """
 
 from __future__ import annotations
@@ -53,9 +38,10 @@ NODE_MASK_DTYPE = "int32"
 
 
 def _read(g: GraphBuilder, values: str, shape: str, rank: int) -> str:
-    """Rank-``rank`` ``values`` of any integer type as float64, cut and padded with 0 to ``shape``.
-    The Cast comes first: OpenVINO's CPU plugin wraps int64 inputs to int32 before any integer
-    operator sees them, but a Convert straight to a float type reads the true value (spec 12.2 D6)."""
+    """Rank-``rank`` ``values`` of any integer type as float64 (exact for every value that can be
+    valid; no cast wraps), cut and padded with 0 to ``shape``. The Cast comes first: OpenVINO's CPU
+    plugin wraps int64 inputs to int32 before any integer operator sees them, but a Convert straight
+    to a float type reads the true value (spec 12.2 D6)."""
     return fitted(g, g.Cast(values, to=DOUBLE), shape, g.f64(0.0), rank)
 
 
@@ -78,7 +64,8 @@ def _blank(g: GraphBuilder, blank_index: str | None, sizes: Sizes) -> tuple[str,
 
 
 def _time_major_logits(g: GraphBuilder, logits: str, blank: str | None, sizes: Sizes) -> str:
-    """``logits`` [N, T, C] as [T, N, C] with class ``blank`` (a float64 scalar) moved last."""
+    """``logits`` [N, T, C] as [T, N, C] with class ``blank`` (a float64 scalar) moved last: a Gather
+    along C with the classes 0..b-1, b+1..C-1, b, only when the model has ``blank_index``."""
     values = logits
     if blank is not None:
         b = g.Cast(blank, to=INT64)
@@ -100,7 +87,8 @@ class _Front:
 
 def _first_occurrences(g: GraphBuilder, values: str, keep: str, width: str) -> str:
     """``keep`` [N, T] less every kept entry whose value a kept entry before it already holds
-    (``unique``), compared over the first ``width`` [1] columns only (no entry is kept beyond)."""
+    (``unique``), compared over the first ``width`` [1] columns only (no entry is kept beyond): an
+    [N, W, W] equality with a strict lower triangle, W the longest prefix."""
     axis1 = g.i64([1])
     head = g.Slice(values, g.i64([0]), width, axis1)
     kept = g.Slice(keep, g.i64([0]), width, axis1)
@@ -116,7 +104,15 @@ def _first_occurrences(g: GraphBuilder, values: str, keep: str, width: str) -> s
 def _front(
     g: GraphBuilder, names: Mapping[str, str], blank: str, batch_fault: str, unique: bool, sizes: Sizes
 ) -> _Front:
-    """Faults (rules 7.1, 7.2, 11.5), the mask from ``logit_length`` and the node's labels."""
+    """Faults (rules 7.1, 7.2, 11.5), the mask from ``logit_length`` and the node's labels.
+
+    Sample i is faulty when ``logit_length[i]`` or ``label_length[i]`` lies outside [0, T] or an
+    entry of its prefix ``labels[i, :label_length[i]]`` is not a class in [0, C-1] other than the
+    blank; every sample is, by ``batch_fault``, when ``blank_index`` lies outside [0, C-1] or is
+    not a scalar (onnxruntime and onnx.reference take any rank for a declared scalar), or the
+    lengths or labels disagree with [N] and [N, T]. The labels are the prefix's classes, those
+    above b renumbered down by one, every other entry -1; with ``unique`` only the first
+    occurrence of each class is kept. A faulty sample gets mask 0 and labels -1."""
     zero, frame_count = g.f64(0.0), g.Cast(sizes.frame_count, to=DOUBLE)
     lengths = _read(g, names["logit_length"], sizes.batch, 1)
     target_lengths = _read(g, names["label_length"], sizes.batch, 1)
@@ -153,7 +149,9 @@ def _shape_fault(g: GraphBuilder, names: Mapping[str, str], sizes: Sizes) -> str
 
 
 def node_attributes(attributes: Attributes) -> Attributes:
-    """The time-major node's attributes for the released form's ``attributes`` (see the module)."""
+    """The time-major node's attributes for the released form's ``attributes``: ``merge_repeated`` =
+    ``ctc_merge_repeated``; ``preprocess_collapse_repeated`` passed through, false with ``unique``
+    (first occurrences hold no adjacent repeats, and unique(collapse(x)) = unique(x))."""
     collapse = attributes["preprocess_collapse_repeated"] and not attributes["unique"]
     return Attributes.of({"preprocess_collapse_repeated": collapse, "merge_repeated": attributes["ctc_merge_repeated"]})
 

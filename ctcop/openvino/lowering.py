@@ -2,42 +2,16 @@
 
 The core is OpenVINO's own CTCLoss-4 (opset4). Around it sit the layout adapters the forms need
 (time-major to batch-major, mask to lengths, pads removed anywhere, blank C-1), guards for the
-defects of OpenVINO's CPU kernel that spec section 12.2 lists with their smallest inputs (named by
-their ids in the registry, ``ctcop/data/defects.json``), and the guards that make the graph a
-total function (spec 11.5, named by the rule they enforce):
+defects of OpenVINO's CPU kernel that spec section 12.2 lists (named by their ids in the registry,
+``ctcop/data/defects.json``) and the guards that make the graph a total function (spec 11.5):
+D1, D2, D3, D8, D9, D10 in :func:`guarded_loss`; D6 in :func:`mask_codes`, :func:`label_codes`
+and :func:`narrowed_faults`; D7 in :func:`runtime_nan` and :func:`_read_out`; rules 3.1, 3.3
+and shapes that disagree in :func:`sample_faults`; rule 4.4 in :func:`_read_out`.
 
-* D3 the kernel exponentiates raw logits (overflow/underflow for |logits| >~ 90): it is fed
-  log-softmax values, which are <= 0, so its own normalisation is exact;
-* D1 an empty target (label_length 0) crashes the process: such samples get the all-blank loss
-  computed here, and the kernel gets a harmless dummy sample;
-* D2 label_length > logit_length raises instead of giving +inf: such samples get +inf and a
-  dummy; pads are removed and repeats collapsed here (D9: the kernel compares the lengths before
-  its own processing; D10: its collapse is wrong), so the length is the processed length and
-  the kernel gets preprocess_collapse_repeated = false and unique = false;
-* D8 with no frame in the batch the kernel returns uninitialised memory: T = 0 gets the dummy's
-  appended frame (below) and every sample without frames its loss from here;
-* rule 4.4 a non-finite value in an active frame yields NaN for that sample; finiteness is
-  tested as ``x - x == 0`` (0 for every finite x, subnormals included; NaN for inf and NaN),
-  because the CPU plugin's IsFinite is false for subnormal values;
-* rules 3.1 and 3.3 (spec 11.5) a label the kernel would use as an index outside [0, C) reads or
-  writes outside its tensors (a SIGSEGV, or a loss of -2.4e13; D11 for the released form's
-  input): every sample that breaks rule 3.1 or 3.3 in its own mask column or label row gets the
-  dummy and NaN, so the kernel and every gather only ever see classes [0, C-2] of valid samples;
-* spec 11.5 mask and labels whose shapes disagree with the logits (possible where the dims are
-  dynamic) are cut or padded to [T, N] and [N, T] before any operator pairs them, and every loss
-  is NaN; C = 0 is handled the same way;
-* D6 the CPU plugin narrows int64, uint64 and uint32 inputs to int32 by wrapping (2**32 reads as
-  0) before an integer operator sees them; a Convert straight to float32 still reads the true
-  value, so the rules are tested on that float32 copy first (exact: -1, 0 and 1 are the only
-  values that can pass, and float32 orders every integer correctly against -1 and 2**31), and the
-  narrowed integers are used only where the float copy shows them in [-1, 2**31);
-* D7 +inf and NaN are computed from run-time zeros (1/0, 0/0), not taken from constants: under
-  float16 inference precision (an explicit hint; the default on ARM CPUs) the CPU plugin turns
-  an inf or NaN constant into 65504.
-
-The dummy sample is one frame and one label: frame 0 and class 0 when the input has a frame and
-two or more classes; otherwise an appended frame and/or classes of log-probability -1e4 (the dummy
-class is then class 1), so it is valid for every T and C, including T = 0, C = 1 and C = 0.
+Rules every graph keeps: the kernel and every gather only see classes [0, C-2] of valid samples;
+a sample the kernel must not see gets the dummy sample of :func:`_kernel_loss`, valid for every T
+and C; integers are range-checked on a float32 copy before the CPU plugin's narrowing to int32
+can wrap them (D6); +inf and NaN are computed from run-time zeros, never taken from constants (D7).
 """
 
 from __future__ import annotations
@@ -89,7 +63,11 @@ def disagrees(values: ov.Output, shape: ov.Output) -> ov.Node:
 
 def mask_codes(sequence_mask: ov.Output, shape: ov.Output) -> tuple[ov.Node, ov.Node]:
     """The mask fitted to [T, N] as float32 0 and 1, 2 for any other value (D6), and the columns
-    that break rule 3.1 [N]: a value other than 0 and 1, or a 1 after a 0."""
+    that break rule 3.1 [N]: a value other than 0 and 1, or a 1 after a 0.
+
+    D6: the CPU plugin narrows int64, uint64 and uint32 inputs to int32 by wrapping (2**32 reads
+    as 0) before an integer operator sees them; a Convert straight to float32 still reads the true
+    value, and only 0 and 1 can pass, which float32 holds exactly."""
     values = ops.convert(sequence_mask, "f32")
     valid = ops.logical_or(ops.equal(values, f32(0.0)), ops.equal(values, f32(1.0)))
     codes = fitted(ops.select(valid, values, f32(2.0)), shape, f32(0.0))
@@ -99,7 +77,9 @@ def mask_codes(sequence_mask: ov.Output, shape: ov.Output) -> tuple[ov.Node, ov.
 
 def label_codes(labels: ov.Output, classes: ov.Output, shape: ov.Output) -> tuple[ov.Node, ov.Node]:
     """Labels fitted to [N, T] as int64, -2 for every value other than -1 and [0, C-2], and the rows
-    that break rule 3.3 [N]. Range tested on a float32 copy first (D6)."""
+    that break rule 3.3 [N]. Range tested on a float32 copy first (D6: float32 orders every integer
+    correctly against -1 and 2**31); the narrowed integers are used only where that copy shows them
+    in [-1, 2**31)."""
     wide = ops.convert(labels, "f32")
     values = ops.convert(labels, "i64")  # exact wherever ``wide`` is in [-1, 2**31)
     out_of_range = ops.logical_or(ops.less(wide, f32(-1.0)), ops.greater_equal(wide, f32(WIDE)))
@@ -111,7 +91,9 @@ def label_codes(labels: ov.Output, classes: ov.Output, shape: ov.Output) -> tupl
 
 
 def runtime_nan(like: ov.Output) -> ov.Node:
-    """NaN of the element type and shape of ``like``, computed (0/0) at run time (D7)."""
+    """NaN of the element type and shape of ``like``, computed (0/0) at run time (D7: under float16
+    inference precision, an explicit hint and the default on ARM CPUs, the CPU plugin turns an inf
+    or NaN constant into 65504)."""
     zeros = ops.multiply(like, ops.convert_like(f32(0.0), like))
     return ops.divide(zeros, zeros)
 
@@ -156,7 +138,12 @@ def processed_targets(values: ov.Output, blank: ov.Output, collapse: bool) -> tu
 def sample_faults(inputs: ov.Output, sequence_mask: ov.Output, labels: ov.Output) -> tuple[ov.Node, ov.Node, ov.Node]:
     """Active frames [T, N] and label values [N, T] (-1 or classes) with every faulty sample emptied,
     and the faults [N]: rule 3.1 in the sample's column, 3.3 in its row, or a batch-level fault
-    (shapes that disagree, C = 0: spec 11.5)."""
+    (shapes that disagree, C = 0: spec 11.5).
+
+    A label the kernel would use as an index outside [0, C) reads or writes outside its tensors (a
+    SIGSEGV, or a loss of -2.4e13; D11 for the released form's input), so a faulty sample reaches it
+    as the dummy. Mask and labels whose shapes disagree with the logits (possible where the dims
+    are dynamic) are cut or padded to [T, N] and [N, T] before any operator pairs them."""
     dims = ops.shape_of(inputs, "i64")
     frames_by_batch = ops.gather(dims, i64([0, 1]), i64(0))
     batch_by_frames = ops.gather(dims, i64([1, 0]), i64(0))
@@ -180,8 +167,10 @@ def _kernel_loss(
     merge_repeated: bool,
 ) -> ov.Node:
     """The native kernel on batch-major log-probabilities: ``usable`` samples get their targets,
-    the others the dummy (D1, D2, faulty samples; the dummy is frame 0 and class 0, or an appended frame of
-    log-probability -1e4 when T = 0 and appended classes, the dummy being class 1, when C < 2)."""
+    the others the dummy (D1, D2, faulty samples). The dummy is one frame and one label: frame 0
+    and class 0 when the input has a frame and two or more classes; otherwise an appended frame
+    and/or classes of log-probability -1e4 (the dummy class is then class 1), so it is valid for
+    every T and C, including T = 0 (D8), C = 1 and C = 0."""
     dims = ops.shape_of(log_probs, "i64")
     classes = ops.gather(dims, i64([2]), i64(0))
     extra_frame = ops.convert(ops.equal(ops.gather(dims, i64([0]), i64(0)), i64([0])), "i64")
@@ -224,7 +213,8 @@ def _read_out(
 ) -> ov.Node:
     """The loss [N]: the kernel's for usable samples; the all-blank loss for empty targets, +inf
     for targets longer than their frames (4.4); NaN for non-finite active frames (4.4) and faults
-    (11.5); +0.0, never -0.0."""
+    (11.5); +0.0, never -0.0. Finiteness is tested as ``x - x == 0`` (0 for every finite x,
+    subnormals included; NaN for inf and NaN): the CPU plugin's IsFinite is false for subnormals."""
     zero = ops.convert_like(f32(0.0), precise)
     finite = ops.equal(ops.subtract(precise, precise), zero)  # not IsFinite: false for subnormals on CPU
     finite_frames = ops.reduce_logical_and(finite, i64([2]), keep_dims=False)
@@ -254,7 +244,16 @@ def guarded_loss(
     """The [N] loss of time-major ``inputs`` [T, N, C] whose rules are already read: ``active``
     [T, N] the frames, ``values`` [N, T] int64 holding only -1 and classes [0, C-2], ``faults``
     [N] the samples whose loss is NaN (emptied in ``active`` and ``values``). Sections 3.4 and 4
-    around the native kernel, with the guards of the module docstring."""
+    around the native kernel, guarded against its defects (spec 12.2):
+
+    * D3 the kernel exponentiates raw logits (overflow/underflow for |logits| >~ 90): it is fed
+      log-softmax values, which are <= 0, so its own normalisation is exact;
+    * D1 an empty target crashes the process, D2 label_length > logit_length raises instead of
+      giving +inf, D8 a batch with no frame returns uninitialised memory: such samples get their
+      loss from :func:`_read_out` and the kernel a dummy (:func:`_kernel_loss`);
+    * D9 the kernel compares the lengths before its own processing, D10 its collapse is wrong: pads
+      are removed and repeats collapsed here, and the kernel gets preprocess_collapse_repeated =
+      false and unique = false."""
     precise = inputs if inputs.get_element_type() in (ov.Type.f32, ov.Type.f64) else ops.convert(inputs, "f32")
     classes = ops.gather(ops.shape_of(inputs, "i64"), i64(2), i64(0))
     blank = ops.maximum(ops.subtract(classes, i64(1)), i64(0))  # C - 1 (0 for C = 0, all NaN then)

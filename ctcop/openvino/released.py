@@ -2,29 +2,12 @@
 reads the released inputs per sample (spec 7.1, 7.2, 11.5) feeding the guarded time-major core of
 :mod:`.lowering` (spec 12.1).
 
-The front computes, from ``logits`` [N, T, C], ``logit_length`` [N], ``labels`` [N, T],
-``label_length`` [N] and the optional scalar ``blank_index``:
-
-* lengths, labels and ``blank_index`` read through a Convert to float32 first (the CPU plugin
-  wraps int64, uint64 and uint32 to int32 before an integer operator sees them, D6; the float
-  copy still shows the true value): a value outside [0, 2**31) is read as -1, never a valid
-  length, class or blank; the others are read exactly as int64, then cut or padded to [N] and
-  [N, T] with N, T, C from ``logits``;
-* faults (spec 11.5, released form): sample i is faulty when ``logit_length[i]`` or
-  ``label_length[i]`` lies outside [0, T] or an entry of ``labels[i, :label_length[i]]`` is not a
-  class in [0, C-1] other than the blank (entries beyond are never read); every sample is faulty
-  when ``blank_index`` lies outside [0, C-1] or is not a scalar, when the lengths or labels are
-  not [N], [N, T], [N], or when C = 0;
-* the time-major inputs of the core: the logits with the blank class moved last (a Gather along
-  C with the classes 0..b-1, b+1..C-1, b; only when ``blank_index`` is given), transposed to
-  [T, N, C]; the active frames [T, N] from ``logit_length``; labels [N, T] with the prefix's
-  classes above b renumbered down by one and every other entry -1; with ``unique`` only the first
-  occurrence of each class in the prefix is kept (an [N, W, W] equality with a strict lower
-  triangle, W the longest prefix of a valid sample). A faulty sample reaches the core empty and
-  the core sets its loss to NaN;
-* the core's attributes: ``merge_repeated`` = ``ctc_merge_repeated``;
-  ``preprocess_collapse_repeated`` as given, false with ``unique`` (first occurrences hold no
-  adjacent repeats, and unique(collapse(x)) = unique(x)).
+From ``logits`` [N, T, C], ``logit_length`` [N], ``labels`` [N, T], ``label_length`` [N] and the
+optional scalar ``blank_index``, the front (:func:`_front`) reads the integers through a float32
+copy first (:func:`_read`, D6), finds the faults of spec 11.5 (released form) and hands the core
+time-major logits with the blank last, the active frames and the renumbered labels; a faulty
+sample reaches the core empty and the core sets its loss to NaN. The core's attributes are those
+of :func:`core_attributes`.
 
 The result equals ``ctcop.openvino_ctc_loss`` per sample on valid input within the tolerance of
 the logits' type (D4/D5 aside), NaN where it raises: the same contract as the ONNX front,
@@ -68,7 +51,9 @@ class ReleasedInputs:
 
 def _read(values: ov.Output, shape: ov.Output | None = None) -> ov.Node:
     """Integer ``values`` as int64, -1 for every value outside [0, 2**31) (read on a float32 copy
-    first, D6), fitted to ``shape`` with 0 where one is given."""
+    first, D6), fitted to ``shape`` with 0 where one is given. -1 is never a valid length, class or
+    blank; the CPU plugin wraps int64, uint64 and uint32 to int32 before an integer operator sees
+    them, while the float copy still shows the true value."""
     wide = ops.convert(values, "f32")
     outside = ops.logical_or(ops.less(wide, f32(0.0)), ops.greater_equal(wide, f32(WIDE)))
     codes = ops.select(outside, i64(-1), ops.convert(values, "i64"))
@@ -92,7 +77,8 @@ def _blank(blank_index: ov.Output | None, last: ov.Output) -> tuple[ov.Node, ov.
 
 
 def _time_major_logits(logits: ov.Output, blank: ov.Output | None, classes: ov.Output) -> ov.Node:
-    """``logits`` [N, T, C] as [T, N, C] with class ``blank`` moved last (when given)."""
+    """``logits`` [N, T, C] as [T, N, C] with class ``blank`` moved last (when given): a Gather along
+    C with the classes 0..b-1, b+1..C-1, b."""
     values: ov.Output | ov.Node = logits
     if blank is not None:
         order = ops.range(i64(0), classes, i64(1), "i64")
@@ -104,7 +90,8 @@ def _time_major_logits(logits: ov.Output, blank: ov.Output | None, classes: ov.O
 
 def _first_occurrences(values: ov.Output, keep: ov.Output, width: ov.Output) -> ov.Node:
     """``keep`` [N, T] less every kept entry whose value a kept entry before it already holds
-    (``unique``), compared over the first ``width`` [1] columns only (no entry is kept beyond)."""
+    (``unique``), compared over the first ``width`` [1] columns only (no entry is kept beyond): an
+    [N, W, W] equality with a strict lower triangle, W the longest prefix of a valid sample."""
     axis1 = i64([1])
     head = ops.slice(values, i64([0]), width, i64([1]), axis1)
     kept = ops.slice(keep, i64([0]), width, i64([1]), axis1)
@@ -125,7 +112,14 @@ def _shape_fault(x: ReleasedInputs, batch: ov.Output, batch_by_frames: ov.Output
 
 def _front(x: ReleasedInputs, unique: bool) -> tuple[ov.Node, ov.Node, ov.Node, ov.Node]:
     """The core's time-major logits, active frames [T, N], labels [N, T] and faults [N]
-    (rules 7.1, 7.2, 11.5)."""
+    (rules 7.1, 7.2, 11.5).
+
+    Sample i is faulty when ``logit_length[i]`` or ``label_length[i]`` lies outside [0, T] or an
+    entry of ``labels[i, :label_length[i]]`` is not a class in [0, C-1] other than the blank
+    (entries beyond are never read); every sample is when ``blank_index`` lies outside [0, C-1]
+    or is not a scalar, when the lengths or labels are not [N], [N, T], [N], or when C = 0. The
+    labels keep the prefix's classes, those above b renumbered down by one, every other entry -1;
+    with ``unique`` only the first occurrence of each class in the prefix."""
     dims = ops.shape_of(x.logits, "i64")
     batch, frame_count = ops.gather(dims, i64([0]), i64(0)), ops.gather(dims, i64(1), i64(0))
     classes = ops.gather(dims, i64(2), i64(0))
@@ -161,7 +155,9 @@ def _front(x: ReleasedInputs, unique: bool) -> tuple[ov.Node, ov.Node, ov.Node, 
 
 
 def core_attributes(attributes: Mapping[str, bool]) -> Attributes:
-    """The time-major core's attributes for the released form's ``attributes`` (see the module)."""
+    """The time-major core's attributes for the released form's ``attributes``: ``merge_repeated`` =
+    ``ctc_merge_repeated``; ``preprocess_collapse_repeated`` as given, false with ``unique`` (first
+    occurrences hold no adjacent repeats, and unique(collapse(x)) = unique(x))."""
     chosen = Attributes.of(attributes, form_name=RELEASED)
     collapse = chosen["preprocess_collapse_repeated"] and not chosen["unique"]
     return Attributes.of({"preprocess_collapse_repeated": collapse, "merge_repeated": chosen["ctc_merge_repeated"]})

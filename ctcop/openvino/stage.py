@@ -6,19 +6,12 @@ is the op of its form (the released CTCLoss-4 or the time-major form) on the val
 the subgraph, with the attributes the lowering was built with; the kernel inside sees other
 values (log-softmax logits, dummy samples) and other attributes. :func:`mark` names every node
 the lowering added, except the one that gives the loss, ``[WITHIN/]ctcop:FORM:FLAGS/[ROLES/]NAME``:
-
-* ``FORM`` ``released`` or ``time_major``; ``FLAGS`` the form's attributes as built,
-  ``name=0|1`` joined by commas, in the schema's order;
-* ``ROLES`` the ports (schema names, joined by ``+``) whose values the node reads directly, for
-  a node that reads one; the native kernel is ``guarded_kernel``;
-* ``WITHIN`` the name of the layer a lowering replaced (``ctcop guard``), or nothing.
-
-Friendly names survive OpenVINO's serializer and reader and its model conversion, so
-:func:`stages` finds each stage again: the connected nodes of one prefix, its inputs (the
-values from outside that its role-named nodes read) and its loss (the one node outside that
-reads the stage's values, or the one value of the stage that outside nodes read). A stage whose
-names no longer give one reading (a transformation merged or renamed its nodes) is not read:
-its kernel is then an ordinary native layer.
+``FORM`` ``released`` or ``time_major``; ``FLAGS`` the form's attributes as built, ``name=0|1``
+joined by commas, in the schema's order; ``ROLES`` the ports (schema names, joined by ``+``) whose
+values the node reads directly, for a node that reads one (the native kernel is
+``guarded_kernel``); ``WITHIN`` the name of the layer a lowering replaced (``ctcop guard``), or
+nothing. Friendly names survive OpenVINO's serializer, reader and model conversion, so
+:func:`stages` reads them back.
 """
 
 from __future__ import annotations
@@ -204,7 +197,13 @@ def _read_stage(
 
 def stages(model: Any) -> list[Stage]:
     """The stages of ``model``'s main graph that can be read back (module docstring), in the
-    topological order of their losses."""
+    topological order of their losses.
+
+    A stage is the connected nodes of one prefix, its inputs (the values from outside that its
+    role-named nodes read) and its loss (the one node outside that reads the stage's values, or the
+    one value of the stage that outside nodes read). A stage whose names no longer give one reading
+    (a transformation merged or renamed its nodes) is not read: its kernel is then an ordinary
+    native layer."""
     ordered = list(model.get_ordered_ops())
     groups: dict[tuple[str, str, str], list[Any]] = {}
     roles: dict[int, list[str]] = {}

@@ -2,19 +2,16 @@
 
 * :mod:`.openvino_frontend` maps TensorFlow's ``CTCLoss`` op (what ``tf.compat.v1.nn.ctc_loss``
   and ``tf.nn.ctc_loss`` with SparseTensor labels run) in OpenVINO's ``convert_model`` onto the
-  guarded lowering: :func:`~.openvino_frontend.tensorflow_extensions`, part of
-  ``ctcop.openvino_extensions()``; its gradient output is refused (:mod:`.gradient`);
+  guarded lowering (:func:`~.openvino_frontend.tensorflow_extensions`, part of
+  ``ctcop.openvino_extensions()``); its gradient output is refused (:mod:`.gradient`);
 * :func:`tf2onnx_handlers` is tf2onnx's ``custom_op_handlers`` for the op (:mod:`.onnx_handler`),
-  and :func:`finish_onnx` expands what it writes into standard operators around the
-  ``ai.ctcop.CTCLoss`` node and its function (:mod:`.onnx_graph`);
+  and :func:`finish_onnx` expands what it writes around the ``ai.ctcop.CTCLoss`` node (:mod:`.onnx_graph`);
 * :mod:`.semantics` holds TensorFlow's rules and :func:`reference_loss`, the mapping in numpy;
-* :func:`ctc_loss` is ``tf.nn.ctc_loss`` for dense labels written as the op, and
-  :func:`redirect_ctc_loss` puts it in place of ``tf.nn.ctc_loss`` (Keras 3's CTC) while a model
-  is traced (:mod:`.dense`).
+* :func:`ctc_loss` is ``tf.nn.ctc_loss`` for dense labels written as the op, and :func:`redirect_ctc_loss`
+  puts it in place of ``tf.nn.ctc_loss`` (Keras 3's CTC) while a model is traced (:mod:`.dense`).
 
-``import ctcop.tf`` imports neither tensorflow nor openvino: the names below import their
-modules when first asked for. May import the core, the ONNX and OpenVINO wings and tensorflow;
-never the PyTorch wing.
+``import ctcop.tf`` imports neither tensorflow nor openvino: the names below import their modules
+when first asked for. May import the core, the ONNX and OpenVINO wings and tensorflow; never the PyTorch wing.
 """
 
 from __future__ import annotations

@@ -5,13 +5,9 @@ placeholder node ``ai.ctcop.tf.CTCLoss`` over its four inputs (logits [T, N, C],
 [K, 2], labels_values [K], sequence_length [N]) with the op's three attributes as integers and
 ``dtype``, the element type of the logits. :func:`finish_onnx` replaces every placeholder by the
 mapping of :mod:`ctcop.tf.semantics` in standard operators around one ``ai.ctcop.CTCLoss`` node
-(:func:`ctcop.onnx.placeholder.expand_placeholders`), the steps
-:mod:`ctcop.tf.openvino_frontend` builds from OpenVINO operators: the SparseTensor made dense
-with a ScatterND whose every index is checked first (an entry that names no cell goes to a spare
-row and column that are cut off), the mask from ``sequence_length``, TensorFlow's rule for a
-target longer than its frames, and NaN for the samples where TensorFlow raises (spec 11.5, 15.2).
-Indices, labels and lengths are read through a Cast to float64 that comes first, as in
-:mod:`ctcop.onnx.released` (spec 12.2 D6).
+(:func:`_expansion`), the steps :mod:`ctcop.tf.openvino_frontend` builds from OpenVINO operators,
+with NaN for the samples where TensorFlow raises (spec 11.5, 15.2). Indices, labels and lengths
+are read through a Cast to float64 that comes first, as in :mod:`ctcop.onnx.released` (spec 12.2 D6).
 
 The op's second output, the gradient with respect to the logits, is not built: a model that reads
 it (a training step) is refused with :data:`ctcop.tf.gradient.GRADIENT_REFUSED` (spec 15.3).
@@ -119,7 +115,10 @@ def _dense_rows(g: GraphBuilder, indices: str, values: str, sizes: Sizes) -> _Ro
 
 
 def _expansion(g: GraphBuilder, node: onnx.NodeProto, name: str) -> None:
-    """Nodes computing the placeholder ``node``'s loss [N] from its inputs (spec 15.1, 15.2)."""
+    """Nodes computing the placeholder ``node``'s loss [N] from its inputs (spec 15.1, 15.2): the
+    SparseTensor made dense with a ScatterND whose every index is checked first (:func:`_dense_rows`),
+    the mask from ``sequence_length``, TensorFlow's rule for a target longer than its frames, and
+    NaN for the samples where TensorFlow raises."""
     values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     call = TfCtcCall(**{key: bool(values.get(key, default)) for key, default in ATTRIBUTES.items()})
     x, indices, labels_values, sequence_length = node.input
@@ -159,8 +158,9 @@ def _read_names(graph: onnx.GraphProto) -> set[str]:
 def finish_onnx(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` (as tf2onnx converted it with :func:`ctcop.tf.tf2onnx_handlers`) with every
     ``ai.ctcop.tf.CTCLoss`` placeholder replaced by its expansion and the ``ai.ctcop.CTCLoss``
-    function added; checked with ``onnx.checker`` (full_check). Changes ``model`` in place. A model
-    that reads an op's gradient output is refused (spec 15.3)."""
+    function added (:func:`ctcop.onnx.placeholder.expand_placeholders`); checked with
+    ``onnx.checker`` (full_check). Changes ``model`` in place. A model that reads an op's gradient
+    output is refused (spec 15.3)."""
     read = _read_names(model.graph)
     for node in placeholder_nodes(model, DOMAIN, OP_TYPE):
         if len(node.output) > 1 and node.output[1] and node.output[1] in read:

@@ -3,16 +3,14 @@
 OpenVINO's own rule for the op feeds the native CTCLoss-4 directly (an empty target crashes the
 process, D1; a target longer than its frames raises, D2; ``ignore_longer_outputs_than_inputs`` is
 dropped). :func:`tensorflow_extensions` replaces it with the mapping of spec section 15
-(:mod:`.semantics`, restated here in OpenVINO operators) around the guarded lowering of
-CTCLoss-4 (:func:`ctcop.openvino.lowering.lower`). Like the lowering it is a total function: the
-SparseTensor is made dense with a scatter whose every index is checked first (an entry that
-names no cell goes to a spare row and column that are cut off), where TensorFlow raises the
-samples concerned are NaN, integers are range-checked on a float32 copy before the CPU plugin's
-narrowing to int32 can wrap them (D6), and +inf and NaN are made at run time (D7).
-
-The op's second output, the gradient with respect to the logits, is not built: a graph that reads
-it (a training step) is refused at conversion (:mod:`.gradient`).
-Importing this module imports openvino, not tensorflow.
+(:mod:`.semantics`, restated in OpenVINO operators by :func:`tf_loss`) around the guarded lowering
+of CTCLoss-4 (:func:`ctcop.openvino.lowering.lower`). Like the lowering it is a total function: the
+SparseTensor is made dense with a scatter whose every index is checked first (:func:`_dense_rows`),
+where TensorFlow raises the samples concerned are NaN, integers are range-checked on a float32
+copy before the CPU plugin's narrowing to int32 can wrap them (D6), and +inf and NaN are made at
+run time (D7). The op's second output, the gradient with respect to the logits, is not built: a
+graph that reads it (a training step) is refused at conversion (:mod:`.gradient`). Importing this
+module imports openvino, not tensorflow.
 """
 
 from __future__ import annotations
@@ -127,7 +125,8 @@ def _dense_rows(
     indices: ov.Output, values: ov.Output, frames: ov.Output, batch: ov.Output, classes: ov.Output
 ) -> _Rows:
     """The SparseTensor made dense with ScatterND: entry k of row b goes to position k minus the
-    row's first entry; every entry that names no cell of [N, T] goes to the spare cell [N, T]."""
+    row's first entry; every entry that names no cell of [N, T] goes to the spare cell [N, T], whose
+    row and column are cut off."""
     entries = _entries(indices, values)
     faulty, batch_fault = _entry_faults(entries, batch, classes)
     in_batch = ops.logical_and(

@@ -4,28 +4,14 @@
 ``CTCLoss(inputs [max_time, batch, C], labels_indices [K, 2], labels_values [K],
 sequence_length [batch])``: logits are time-major and unnormalised (the op applies the softmax,
 as CTCLoss-4 does), the blank is C-1, and labels come as a SparseTensor whose dense shape the op
-never reads. TensorFlow 2.21's CPU kernel, measured:
-
-* the labels of sample b are the values of the entries whose index starts with b, in order; the
-  column index only orders them (gaps and columns beyond max_time are accepted);
-* it raises for the whole batch (ctcop: NaN, spec 11.5) for an empty target ("Labels length is
-  zero"), an index row outside [0, batch), a negative column, indices out of lexicographic order
-  or repeated, a negative label, a ``sequence_length`` outside [0, max_time], a target with more
-  labels than its frames (counted before ``preprocess_collapse_repeated``) unless
-  ``ignore_longer_outputs_than_inputs``, ``max_time`` or ``batch`` 0, and operands of unequal
-  lengths;
-* with ``ignore_longer_outputs_than_inputs`` such a target's loss (and gradient) is 0;
-* a label >= C-1 gives the same meaningless number whatever its value (ctcop: NaN, rule 3.3);
-* a target that fits by count but not with the blanks its repeats need is +inf (as 4.4);
-* it computes the softmax in the logits' type and underflows: logits 200 apart give +inf, a
-  loss near 0 -0.0 (ctcop: the exact value, 4.1).
-
-ctcop departs from the kernel in one place, on purpose: an empty target gets the all-blank loss
-(4.4), which is what ``tf.nn.ctc_loss`` returns for ``label_length`` 0 with dense labels and what
-the kernel's refusal stands in for. The faults are per sample where they name one (the sample
-alone is NaN) and for the batch otherwise. :func:`reference_loss` is this mapping on top of
-:func:`ctcop.ctc_loss_or_nan`; :mod:`ctcop.tf.openvino_frontend` builds the same steps from
-OpenVINO operators. Imports numpy only.
+never reads. The labels of sample b are the values of the entries whose index starts with b, in
+order; the column index only orders them (gaps and columns beyond max_time are accepted). Where
+TensorFlow raises, ctcop gives NaN (spec 11.5): the sample alone where the fault names one, the
+batch otherwise (:func:`reference_loss` lists the cases). One departure, on purpose: an empty
+target gets the all-blank loss (4.4), what ``tf.nn.ctc_loss`` returns for ``label_length`` 0 with
+dense labels and what the kernel's refusal stands in for. :func:`reference_loss` is this mapping
+on top of :func:`ctcop.ctc_loss_or_nan`; :mod:`ctcop.tf.openvino_frontend` builds the same steps
+from OpenVINO operators. Imports numpy only.
 """
 
 from __future__ import annotations
@@ -93,7 +79,17 @@ def reference_loss(
 ) -> np.ndarray:
     """What the converted ``CTCLoss`` op computes [N] (spec 15): TensorFlow's loss on the input
     it accepts (the exact value, with the all-blank loss for an empty target), NaN where it
-    raises."""
+    raises.
+
+    TensorFlow's CPU kernel raises for the whole batch for an empty target ("Labels length is
+    zero"), an index row outside [0, batch), a negative column, indices out of lexicographic order
+    or repeated, a negative label, a ``sequence_length`` outside [0, max_time], a target with more
+    labels than its frames (counted before ``preprocess_collapse_repeated``) unless
+    ``ignore_longer_outputs_than_inputs`` (then its loss and gradient are 0), ``max_time`` or
+    ``batch`` 0, and operands of unequal lengths. A label >= C-1 gives it the same meaningless
+    number whatever its value (here NaN, rule 3.3); a target that fits by count but not with the
+    blanks its repeats need is +inf (as 4.4). It computes the softmax in the logits' type and
+    underflows (logits 200 apart give +inf, a loss near 0 -0.0); here the value is exact (4.1)."""
     x = np.asarray(inputs)
     frames, batch, classes = x.shape
     indices = np.asarray(labels_indices, np.int64).reshape(-1, 2)

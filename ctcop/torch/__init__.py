@@ -2,19 +2,16 @@
 
 * :func:`export_onnx` writes an ONNX model in which every ``ctc_loss`` call is standard operators
   around one ``ai.ctcop.CTCLoss`` node with its model-local function (:mod:`.onnx_export`,
-  :mod:`.onnx_translations`, :mod:`.onnx_graph`); onnxruntime and any conforming runtime run it
-  with no custom library;
-* :func:`ctc_loss` and :class:`CTCLoss` are PyTorch's ``F.ctc_loss`` and ``nn.CTCLoss`` (same
-  values and gradients) as the custom op ``ctcop::ctc_loss`` that torch.export keeps
-  (:mod:`.custom_op`);
+  :mod:`.onnx_translations`, :mod:`.onnx_graph`); any conforming runtime runs it with no custom library;
+* :func:`ctc_loss` and :class:`CTCLoss` are PyTorch's ``F.ctc_loss`` and ``nn.CTCLoss`` (same values
+  and gradients) as the custom op ``ctcop::ctc_loss`` that torch.export keeps (:mod:`.custom_op`);
 * :mod:`.semantics` holds the argument mapping and :func:`reference_loss`, the mapping in numpy;
-* :mod:`.openvino_frontend` maps ``ctc_loss`` in OpenVINO's ``convert_model`` of such a model:
-  ``ctcop.openvino_extensions()`` is its :func:`~.openvino_frontend.openvino_extensions`.
+* :mod:`.openvino_frontend` maps ``ctc_loss`` in OpenVINO's ``convert_model`` of such a model
+  (``ctcop.openvino_extensions()`` is its :func:`~.openvino_frontend.openvino_extensions`).
 
-``import ctcop`` does not import torch, and neither do ``import ctcop.torch.semantics`` (numpy
-only) and ``import ctcop.torch.openvino_frontend`` (openvino): the names below import their
-modules, and torch, when first asked for. May import the core, the ONNX and OpenVINO wings,
-torch and onnxscript.
+``import ctcop``, ``import ctcop.torch.semantics`` (numpy only) and ``import ctcop.torch.openvino_frontend``
+(openvino) do not import torch: the names below import their modules, and torch, when first asked
+for. May import the core, the ONNX and OpenVINO wings, torch and onnxscript.
 """
 
 from __future__ import annotations

@@ -3,18 +3,15 @@
 ``torch.export`` cannot trace ``ctc_loss``: it is a composite of ``aten._ctc_loss``, whose second
 output (the alpha table, [N, T, 2 max L + 1]) has a shape that depends on the values of
 ``target_lengths``, and fake tensors refuse it (``DynamicOutputShapeException:
-aten._ctc_loss.Tensor``). The custom op has the same arguments as ``aten::ctc_loss.Tensor`` and a
-fake implementation whose shape depends on shapes only ([N], or [] when reduced or unbatched), so
-the exported program holds it as one node; eagerly it *is* PyTorch's op (forward by
-``aten::ctc_loss``, backward by autograd through it), so training with it is training with
-PyTorch's loss.
+aten._ctc_loss.Tensor``). The custom op (:func:`ctc_loss_op`) has the same arguments as
+``aten::ctc_loss.Tensor`` and a fake implementation whose shape depends on shapes only, so the
+exported program holds it as one node; eagerly it *is* PyTorch's op (forward by ``aten::ctc_loss``,
+backward by autograd through it), so training with it is training with PyTorch's loss.
 
 A model reaches it three ways: :func:`ctc_loss` and :class:`CTCLoss` (drop-in replacements for
-``F.ctc_loss`` and ``nn.CTCLoss``), or, for a model that calls PyTorch's own ``F.ctc_loss``,
-``torch.ctc_loss`` or ``nn.CTCLoss``, :class:`redirect_ctc_loss`, a TorchFunctionMode under which
-those calls become calls of the custom op (``ctcop.torch.export_onnx`` enters it). While
-torch.export traces, the mode also takes a Python ``if`` on tensor values that torch.export cannot
-decide (Hugging Face's label check) as a check that makes the losses NaN (spec 14.3).
+``F.ctc_loss`` and ``nn.CTCLoss``), or :class:`redirect_ctc_loss`, a TorchFunctionMode under which
+PyTorch's own ``F.ctc_loss``, ``torch.ctc_loss`` and ``nn.CTCLoss`` become calls of the custom op
+(``ctcop.torch.export_onnx`` enters it; it also guards Hugging Face's label check, spec 14.3).
 """
 
 from __future__ import annotations
@@ -61,6 +58,7 @@ def _fake(
     reduction: int,
     zero_infinity: bool,
 ) -> torch.Tensor:
+    """The op's output from shapes only: [N], or [] when reduced or unbatched."""
     shape = log_probs.shape[1:2] if reduction == 0 and log_probs.dim() == 3 else ()
     return log_probs.new_empty(shape)
 

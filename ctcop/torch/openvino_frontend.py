@@ -2,20 +2,16 @@
 
 OpenVINO's PyTorch frontend has no rule for ``aten::ctc_loss``. :func:`torch_extensions` gives
 one, for ``aten::ctc_loss`` and for ctcop's custom op ``ctcop::ctc_loss`` (in a traced module or,
-as ``ctcop.ctc_loss.default``, in an ExportedProgram) (:mod:`.custom_op`): the mapping of spec
-section 14 (:mod:`.semantics`, restated here in OpenVINO operators) around the guarded lowering
-of CTCLoss-4 (:func:`ctcop.openvino.lowering.lower`), so a converted model never reaches the
-native kernel's defects (spec 12.2) and computes what PyTorch computes. Like the lowering it is a
-total function: where PyTorch raises for the values of the lengths or targets, the samples
-concerned are NaN; +inf and NaN are made at run time (D7); integer inputs are range-checked on a
-float32 copy before the CPU plugin's narrowing to int32 can wrap them (D6). A rule for
-``aten.masked_select`` of an ExportedProgram, which the frontend lacks there and Hugging Face's CTC
-loss uses, comes with them.
-
-:func:`openvino_extensions` (``ctcop.openvino_extensions``) is the OpenVINO wing's extensions
-(:func:`ctcop.openvino.openvino_extensions`) with these rules added. Importing this module
-imports openvino, not torch (``openvino.frontend.pytorch`` does: :func:`torch_extensions`
-imports it).
+as ``ctcop.ctc_loss.default``, in an ExportedProgram; :mod:`.custom_op`): the mapping of spec
+section 14 (:mod:`.semantics`, restated in OpenVINO operators by :func:`torch_loss`) around the
+guarded lowering of CTCLoss-4 (:func:`ctcop.openvino.lowering.lower`), so a converted model never
+reaches the native kernel's defects (spec 12.2) and computes what PyTorch computes. Like the
+lowering it is a total function: where PyTorch raises for the values of the lengths or targets,
+the samples concerned are NaN; +inf and NaN are made at run time (D7); integer inputs are
+range-checked on a float32 copy before the CPU plugin's narrowing to int32 can wrap them (D6). A
+rule for ``aten.masked_select`` of an ExportedProgram comes with them (:func:`_masked_select`).
+Importing this module imports openvino, not torch (:func:`torch_extensions` imports
+``openvino.frontend.pytorch``, which does).
 """
 
 from __future__ import annotations

@@ -2,36 +2,16 @@
 
 ``torch.nn.functional.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
 reduction, zero_infinity)`` (and ``torch.ctc_loss``, ``torch.nn.CTCLoss``) differs from the
-spec's op in five ways, each mapped exactly:
-
-* it does not normalise ``log_probs``: a path's probability is ``exp(sum_t x[t, s_t])``, while
-  CTCLoss-4 applies a softmax. Since ``ln softmax(x)[c] = x[c] - lse(x)``, with ``lse`` the
-  log-sum-exp over the columns fed to CTCLoss-4 (below),
-  ``loss_torch[i] = loss_ctcop[i] - sum_{t < T_i} lse(x'[t, i, :])`` for any finite ``x``;
-* a -inf log-probability is a probability of zero to PyTorch and a non-finite frame (NaN) to the
-  spec: it is replaced by ``frame top - 2**100`` (the top of the columns below), whose
-  paths are then 2**100 less probable than any other, and a loss of 2**99 or more (every
-  aligned path went through one) is +inf;
-* its blank is any class, CTCLoss-4's is the last column (below). A target equal to ``blank``
-  is an invalid label (NaN), as is one outside [0, C);
-* only the classes a path can read matter to it (the targets and the blank): each sample's
-  distinct target classes are gathered, in ascending order, into columns 0 .. D-1 and
-  its blank into column D (CTCLoss-4's blank; D the batch's largest count of distinct classes,
-  a sample with fewer fills its spare columns with copies of the blank), and each target class
-  is relabelled by its column. The correction is taken over these columns, so no unread class
-  enters it, and CTCLoss-4's softmax runs over D + 1 columns, not C. A NaN or +inf among a
-  frame's other classes still makes an active frame non-finite (spec 4.4): NaN, read off the
-  frame's sum over the C classes (:func:`non_finite_frames`);
-* lengths and targets: ``input_lengths`` becomes the mask, the first ``target_lengths[i]`` entries
-  of row i (padded [N, S]) or of the i-th run of the concatenation (1-D) become label row i, the
-  rest -1; a target longer than the time axis is +inf (it is longer than its frames);
-* ``zero_infinity`` turns +inf into 0, then ``reduction`` 'none' / 'sum' / 'mean' (each loss
-  divided by its target length clamped to 1, then averaged).
-
-This module holds the static half (which calls can be exported, as :class:`TorchCtcCall`) and
-:func:`reference_loss`, the mapping in numpy on top of :func:`ctcop.ctc_loss_or_nan`; the ONNX
-graph (:mod:`ctcop.torch.onnx_graph`) and the OpenVINO conversion rule
-(:mod:`ctcop.torch.openvino_frontend`) build the same steps from operators. Imports numpy only.
+spec's op in five ways, each mapped exactly: it does not normalise ``log_probs`` (the loss is
+corrected by each active frame's log-sum-exp, :func:`log_sums`); a -inf log-probability is a
+probability of zero to it and a non-finite frame to the spec (:func:`stand_ins`); its blank is
+any class and only the classes a path can read matter to it (:func:`compacted`); lengths and
+targets come as lengths and padded or concatenated targets (:func:`label_rows`); and it applies
+``zero_infinity`` and ``reduction`` (:func:`reduced`). This module holds the static half (which
+calls can be exported, as :class:`TorchCtcCall`) and :func:`reference_loss`, the mapping in numpy
+on top of :func:`ctcop.ctc_loss_or_nan`; the ONNX graph (:mod:`ctcop.torch.onnx_graph`) and the
+OpenVINO conversion rule (:mod:`ctcop.torch.openvino_frontend`) build the same steps from
+operators. Imports numpy only.
 """
 
 from __future__ import annotations
@@ -151,7 +131,11 @@ def label_rows(
     """Target values laid out as rows [N, T] of int64 (entry j of row i is target j of sample i,
     for j < min(target_lengths[i], T); any value elsewhere) and the samples whose targets cannot
     be located [N]: a negative length, a length over S (padded) or, for the concatenation,
-    lengths that do not add up to its size (every sample)."""
+    lengths that do not add up to its size (every sample).
+
+    The mapping: ``input_lengths`` becomes the mask; the first ``target_lengths[i]`` entries of row
+    i (padded [N, S]) or of the i-th run of the concatenation (1-D) become label row i, the rest
+    -1; a target longer than the time axis is +inf (it is longer than its frames)."""
     n = target_lengths.shape[0]
     columns = np.arange(frames)
     if concatenated:
@@ -169,7 +153,8 @@ def label_rows(
 
 def relabelled(rows: np.ndarray, inside: np.ndarray, blank: int) -> np.ndarray:
     """Label rows [N, T] over the C classes: inside the target its classes as they are, ``blank``
-    and negative values -2 (invalid labels: NaN by rule 3.3, as is a value >= C), -1 outside."""
+    and negative values -2 (invalid labels: NaN by rule 3.3, as is a value >= C), -1 outside.
+    PyTorch's blank is any class; CTCLoss-4's is the last column (:func:`compacted`)."""
     return np.where(inside, np.where((rows < 0) | (rows == blank), -2, rows), -1)
 
 
@@ -177,7 +162,14 @@ def compacted(labels: np.ndarray, classes: int, blank: int) -> tuple[np.ndarray,
     """The columns fed to CTCLoss-4 and its labels: ``columns`` [N, D + 1], the class each column
     reads (sample i's distinct target classes in ascending order, then copies of ``blank`` up to
     column D, its CTCLoss-4 blank), and the label rows [N, T] relabelled by column (-1 and -2
-    kept, a class >= ``classes`` -2), from :func:`relabelled` ``labels``."""
+    kept, a class >= ``classes`` -2), from :func:`relabelled` ``labels``.
+
+    Only the classes a path can read (the targets and the blank) matter to PyTorch. D is the batch's
+    largest count of distinct classes; a sample with fewer fills its spare columns with copies of
+    the blank. The correction (:func:`log_sums`) is taken over these columns, so no unread class
+    enters it, and CTCLoss-4's softmax runs over D + 1 columns, not C. A NaN or +inf among a
+    frame's other classes still makes an active frame non-finite (spec 4.4): NaN, read off the
+    frame's sum over the C classes (:func:`non_finite_frames`)."""
     valid = (labels >= 0) & (labels < classes)
     distinct = [np.unique(row[keep], return_inverse=True) for row, keep in zip(labels, valid, strict=True)]
     columns = np.full((labels.shape[0], max((d[0].size for d in distinct), default=0) + 1), blank, np.int64)
@@ -207,14 +199,23 @@ def frame_tops(logits: np.ndarray) -> np.ndarray:
 
 
 def stand_ins(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
-    """``logits`` [T, N, C] with every -inf replaced by its frame's top minus STAND_IN_GAP."""
+    """``logits`` [T, N, C] with every -inf replaced by its frame's top minus STAND_IN_GAP.
+
+    A -inf log-probability is a probability of zero to PyTorch and a non-finite frame (NaN) to the
+    spec; the stand-in's paths are 2**100 less probable than any other, and a loss of DEAD_LOSS
+    or more (every aligned path went through one) is +inf."""
     return np.where(np.isneginf(logits), top - STAND_IN_GAP, logits)
 
 
 def log_sums(logits: np.ndarray, top: np.ndarray, active: np.ndarray) -> np.ndarray:
     """The sum over the active frames of each frame's log-sum-exp over the columns, [N], with
     ``top`` [T, N, 1] the shift: about -STAND_IN_GAP when an active frame held -inf only (the
-    corrected loss is then past DEAD_LOSS: +inf), NaN when it holds NaN or +inf."""
+    corrected loss is then past DEAD_LOSS: +inf), NaN when it holds NaN or +inf.
+
+    PyTorch does not normalise ``log_probs``: a path's probability is ``exp(sum_t x[t, s_t])``,
+    while CTCLoss-4 applies a softmax. Since ``ln softmax(x)[c] = x[c] - lse(x)``, with ``lse`` the
+    log-sum-exp over the columns fed to CTCLoss-4 (:func:`compacted`),
+    ``loss_torch[i] = loss_ctcop[i] - sum_{t < T_i} lse(x'[t, i, :])`` for any finite ``x``."""
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         lse = top[..., 0] + np.log(np.sum(np.exp(logits - top), axis=2))
     sums: np.ndarray = np.where(active, lse, 0.0).sum(axis=0)
@@ -222,7 +223,8 @@ def log_sums(logits: np.ndarray, top: np.ndarray, active: np.ndarray) -> np.ndar
 
 
 def reduced(loss: np.ndarray, target_lengths: np.ndarray, call: TorchCtcCall) -> np.ndarray:
-    """zero_infinity, then the reduction (float64)."""
+    """zero_infinity (+inf becomes 0), then the reduction (float64): 'none', 'sum' or 'mean' (each
+    loss divided by its target length clamped to 1, then averaged)."""
     if call.zero_infinity:
         loss = np.where(loss == np.inf, 0.0, loss)
     if call.reduction == "sum":
