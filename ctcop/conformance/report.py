@@ -88,7 +88,7 @@ def summary(results: Sequence[Result], runtimes: Sequence[str]) -> dict[str, dic
 
 def dumps(body: Mapping[str, Any]) -> str:
     """The JSON text of a report ``body`` whose ``results`` are of :class:`~.result.Result` (written
-    as rows: the module docstring)."""
+    as rows: :func:`document`)."""
     rows = [{key: row[key] for key in REPORTED} for row in map(to_dict, body["results"])]
     return json.dumps({**body, "results": rows}, indent=1, allow_nan=False) + "\n"
 

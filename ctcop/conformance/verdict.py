@@ -3,25 +3,13 @@
 :func:`rejected`. Runs in a worker process; what it returns is a :class:`~.result.Result`, whose
 :class:`~ctcop.tolerance.Mismatch` says how a value departs (its message is rendered from it).
 
-**Rejection.** For a case with ``expect == "reject"`` a runtime conforms when it raises (any
-exception but :class:`~.protocol.Unsupported`) or returns NaN for every *offending* sample: the
-samples whose own inputs break a per-sample rule (spec 3.1 and 3.3 in the time-major form, 7.1 and
-7.2 in the released form), or every sample when the fault is the batch's (a shape, an element
-type, C = 0, ``blank_index``) or when every sample offends, as the core finds them
-(:func:`ctcop.canonical.time_major_faults`, :func:`ctcop.canonical.openvino_faults`). The second
-way is how a total function refuses (ctcop's exported graphs, spec 11.5); anything else (a finite
-value for an offending sample) is accepting invalid input, a ``fail``.
+**Rejection** (:func:`rejected`): a runtime conforms when it raises (any exception but
+:class:`~.protocol.Unsupported`) or returns NaN for every offending sample (how a total function
+refuses, spec 11.5); a finite value for an offending sample is accepting invalid input, a ``fail``.
 
-**Gradient.** When the runtime's :class:`~.protocol.Outcome` has a gradient and the case has an
-expected one, a loss that passes is followed by the gradient d loss / d logits, elementwise, by
-the same rule as the loss (:mod:`ctcop.tolerance`, spec 10.2), measured per sample ``i`` on the
-reference's loss of that sample: ``eps(dtype) |expected| + UNITS eps(wide) max(1, |loss_i|)``;
-NaN (and an infinity) exactly where the reference has one. The entries are differences of
-probabilities in [-1, 1], and the occupancies inherit as a relative error the absolute error of
-alpha + beta. No constant tolerance fits every length: float32 rtol 1e-4 / atol 1e-5 fails the
-corpus's T = 150 case (loss 604) for every correct float32 peer, while 1e-3 would hide a wrong
-gradient on short sequences. The rule needs the sample axis of the gradient: 1 for the spec
-form's [T, N, C], 0 for the released form's [N, T, C] (:func:`sample_axis`).
+**Gradient** (:func:`grad_mismatch`): when the runtime gives a gradient and the case has an
+expected one, a loss that passes is followed by the gradient, elementwise, by the same rule as the
+loss (spec 10.2) measured per sample on the reference's loss of that sample.
 """
 
 from __future__ import annotations
@@ -62,10 +50,19 @@ def sample_axis(case: Case) -> int:
 def grad_mismatch(
     got: npt.ArrayLike, expected: npt.ArrayLike, expected_loss: npt.ArrayLike, dtype: str, sample_axis: int
 ) -> Mismatch | None:
-    """None when the gradient ``got`` conforms to ``expected`` by the gradient rule (module
-    docstring; ``expected_loss`` the reference's [N] loss, ``sample_axis`` the gradient's sample
-    axis); otherwise the worst disagreement (kind ``"gradient"``, or ``"gradient-shape"``).
-    ValueError when ``expected`` has no sample axis of N (the reference's gradient and loss disagree)."""
+    """None when the gradient ``got`` conforms to ``expected`` by the gradient rule
+    (``expected_loss`` the reference's [N] loss, ``sample_axis`` the gradient's sample axis);
+    otherwise the worst disagreement (kind ``"gradient"``, or ``"gradient-shape"``). ValueError
+    when ``expected`` has no sample axis of N (the reference's gradient and loss disagree).
+
+    The rule: d loss / d logits, elementwise, by the same rule as the loss (:mod:`ctcop.tolerance`,
+    spec 10.2), measured per sample ``i`` on the reference's loss of that sample: ``eps(dtype)
+    |expected| + UNITS eps(wide) max(1, |loss_i|)``; NaN (and an infinity) exactly where the
+    reference has one. The entries are differences of probabilities in [-1, 1], and the
+    occupancies inherit as a relative error the absolute error of alpha + beta, so no constant
+    tolerance fits every length: one loose enough for long sequences would hide a wrong gradient
+    on short ones. The sample axis is 1 for the spec form's [T, N, C], 0 for the released form's
+    [N, T, C] (:func:`sample_axis`)."""
     g = np.asarray(got, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     if g.shape != e.shape:
@@ -137,7 +134,13 @@ def offending(case: Case) -> npt.NDArray[np.bool_] | None:
 
 def rejected(loss: np.ndarray, case: Case) -> Mismatch | None:
     """None when ``loss`` refuses the invalid ``case`` (NaN for every offending sample); else the
-    number it accepted (kind ``"accepted-invalid-input"``)."""
+    number it accepted (kind ``"accepted-invalid-input"``). The offending samples
+    (:func:`offending`) are those whose own inputs break a per-sample rule (spec 3.1 and 3.3 in the
+    time-major form, 7.1 and 7.2 in the released form), or every sample when the fault is the
+    batch's (a shape, an element type, C = 0, ``blank_index``) or when every sample offends, as
+    the core finds them (:func:`ctcop.canonical.time_major_faults`,
+    :func:`ctcop.canonical.openvino_faults`). A raised exception is the other way to refuse
+    (:func:`judge`)."""
     faults = offending(case)
     values = np.asarray(loss, dtype=np.float64)
     if faults is None:

@@ -2,44 +2,16 @@
 
 :func:`write_onnx_tests` writes the layout of ONNX's backend tests (``onnx/backend/test/data``),
 which onnxruntime's ``onnx_test_runner``, ``onnx.backend.test`` and other backend harnesses run
-without ctcop, one folder per case::
+without ctcop, one folder per case (:func:`onnx_tests`). :func:`write_ir_tests` writes, for
+OpenVINO plugin developers, a model, its inputs and its expected loss per case (:func:`ir_tests`):
+ctcop's lowered IR for spec-form cases, OpenVINO's CTCLoss-4 alone for released-form ones, so a
+kernel defect (spec 12.2 D1-D5) shows as a difference. Both writers also write
+``<folder>/ctcop_tests.json``: the cases written and the cases skipped with the reason.
 
-    <folder>/test_ctcop_<case id, "/" -> "_">/model.onnx
-                                             /data.json                 {"rtol", "atol"} (spec 10.2)
-                                             /test_data_set_0/input_0.pb ... input_K.pb
-                                             /test_data_set_0/output_0.pb
-
-Spec-form cases: :func:`ctcop.onnx.onnx_model` with the case's element types, attributes and
-fixed dims; released-form cases: :func:`ctcop.onnx.released.released_model`. The ``.pb`` files are
-TensorProtos named after the graph's inputs (in their order) and its output ``loss``. The models
-are written in one of ONNX_FORMS: "inlined" (default: the ``ai.ctcop.CTCLoss`` node replaced by
-its function's body, :func:`ctcop.onnx.inlined`; standard operators of a released opset only, so
-``onnx.backend.test.runner.Runner`` with ``onnxruntime.backend`` runs them as they are) or
-"function" (the node and its model-local function, spec 11.2; onnxruntime's backend skips a model
-importing ``ai.ctcop`` unless ALLOW_RELEASED_ONNX_OPSET_ONLY=0).
-
-:func:`write_ir_tests` writes, for OpenVINO plugin developers, per case::
-
-    <folder>/<case id>/model.xml, model.bin     read by a plain openvino.Core
-                      /<input name>.npy ...      the inputs (bfloat16 as uint16 bits, as in the corpus)
-                      /expected_loss.npy         absent when the model must refuse the input
-                      /case.json                 format "ctcop-ir-test-1" (see :func:`ir_manifest`)
-
-Spec-form cases: ctcop's lowered IR (:func:`ctcop.openvino.ir_model`, stock operators around
-the native CTCLoss-4); released-form cases: OpenVINO's CTCLoss-4 (opset4) alone over the case's
-own inputs, so the expected values are the spec's and a kernel defect (spec 12.2 D1-D5) shows as
-a difference. Both writers also write ``<folder>/ctcop_tests.json``: the cases written and the
-cases skipped with the reason (backend harnesses ignore files beside the test folders).
-
-Decisions. Skipped: bfloat16 logits where ctcop's export has none (ONNX, and the lowered IR:
-spec 11.1); inputs whose element types or ranks a model cannot declare, or whose shapes contradict
-the dims the model fixes from the logits, or C = 0 (a runtime refuses those before it runs; the
-exporters refuse C = 0 as a fixed dim). Cases that must be rejected (``expect`` "reject") are
-written where their inputs fit the model: ctcop's exported graphs (both ONNX models and the
-lowered IR) are total functions (spec 11.5), so their expected output is NaN for each faulty
-sample and the reference's value for the others (every sample NaN for a bad ``blank_index``);
-for OpenVINO's kernel alone (released cases in IR) there is no such output: ``case.json`` says
-``"expect": "reject"``, no expected file is written, and a conforming plugin refuses the input.
+A case a model cannot express is skipped (:class:`Skip`). Cases that must be rejected are written
+where their inputs fit the model: ctcop's exported graphs are total functions (spec 11.5), so their
+expected output is NaN for each faulty sample (:func:`graph_expected_loss`); for OpenVINO's kernel
+alone there is no such output, and a conforming plugin refuses the input.
 """
 
 from __future__ import annotations
@@ -62,14 +34,18 @@ from . import corpus
 from .case import ATTRIBUTE_FORMS, Case
 
 INDEX_FILE = "ctcop_tests.json"
-# The forms an ONNX backend test's model is written in (see the module); the first is the default.
+# The forms an ONNX backend test's model is written in (see :func:`onnx_tests`); the first is the default.
 ONNX_FORMS = ("inlined", "function")
 IR_TEST_FORMAT = "ctcop-ir-test-1"
 ONNX_PREFIX = "test_ctcop_"
 
 
 class Skip(Exception):
-    """A case the harness format cannot express (the message says why)."""
+    """A case the harness format cannot express (the message says why): bfloat16 logits where
+    ctcop's export has none (ONNX, and the lowered IR: spec 11.1); inputs whose element types or
+    ranks a model cannot declare, or whose shapes contradict the dims the model fixes from the
+    logits, or C = 0 (a runtime refuses those before it runs; the exporters refuse C = 0 as a
+    fixed dim)."""
 
 
 @dataclass
@@ -137,7 +113,10 @@ def released_loss_or_nan(inputs: Mapping[str, np.ndarray], attributes: Mapping[s
 
 def graph_expected_loss(case: Case) -> np.ndarray:
     """The expected output of ctcop's exported graphs: the corpus's value, or for a case that
-    must be rejected, the total function's answer (spec 11.5)."""
+    must be rejected, the total function's answer (spec 11.5): both ONNX models and the lowered IR
+    answer NaN for each faulty sample and the reference's value for the others (every sample NaN
+    for a bad ``blank_index``). OpenVINO's kernel alone (released cases in IR) has no such output:
+    ``case.json`` says ``"expect": "reject"`` and no expected file is written."""
     if case.expect == "value":
         assert case.expected_loss is not None
         return case.expected_loss
@@ -238,8 +217,22 @@ def _write_onnx_case(case: Case, root: Path, model_form: str) -> None:
 
 
 def onnx_tests(cases: Iterable[Case], folder: str | Path, model_form: str = ONNX_FORMS[0]) -> Written:
-    """Write ``cases`` as ONNX backend tests under ``folder``, the models in ``model_form`` (one of
-    ONNX_FORMS; see the module); what was written and what was skipped, and why."""
+    """Write ``cases`` as ONNX backend tests under ``folder``, the models in ``model_form``; what
+    was written and what was skipped, and why. Per case::
+
+        <folder>/test_ctcop_<case id, "/" -> "_">/model.onnx
+                                                 /data.json                 {"rtol", "atol"} (spec 10.2)
+                                                 /test_data_set_0/input_0.pb ... input_K.pb
+                                                 /test_data_set_0/output_0.pb
+
+    Spec-form cases: :func:`ctcop.onnx.onnx_model` with the case's element types, attributes and
+    fixed dims; released-form cases: :func:`ctcop.onnx.released.released_model`. The ``.pb`` files
+    are TensorProtos named after the graph's inputs (in their order) and its output ``loss``.
+    ONNX_FORMS: "inlined" (default: the ``ai.ctcop.CTCLoss`` node replaced by its function's body,
+    :func:`ctcop.onnx.inlined`; standard operators of a released opset only, so
+    ``onnx.backend.test.runner.Runner`` with ``onnxruntime.backend`` runs them as they are) or
+    "function" (the node and its model-local function, spec 11.2; onnxruntime's backend skips a
+    model importing ``ai.ctcop`` unless ALLOW_RELEASED_ONNX_OPSET_ONLY=0)."""
     chosen = checked_onnx_form(model_form)
     return _write_all(cases, folder, partial(_write_onnx_case, model_form=chosen), "onnx-backend-test")
 
@@ -343,8 +336,18 @@ def _write_ir_case(case: Case, root: Path) -> None:
 
 
 def ir_tests(cases: Iterable[Case], folder: str | Path) -> Written:
-    """Write ``cases`` as OpenVINO IR tests under ``folder`` (see the module); what was written
-    and what was skipped, and why."""
+    """Write ``cases`` as OpenVINO IR tests under ``folder``; what was written and what was
+    skipped, and why. Per case::
+
+        <folder>/<case id>/model.xml, model.bin     read by a plain openvino.Core
+                          /<input name>.npy ...      the inputs (bfloat16 as uint16 bits, as in the corpus)
+                          /expected_loss.npy         absent when the model must refuse the input
+                          /case.json                 format "ctcop-ir-test-1" (see :func:`ir_manifest`)
+
+    Spec-form cases: ctcop's lowered IR (:func:`ctcop.openvino.ir_model`, stock operators around
+    the native CTCLoss-4); released-form cases: OpenVINO's CTCLoss-4 (opset4) alone over the case's
+    own inputs, so the expected values are the spec's and a kernel defect (spec 12.2 D1-D5) shows
+    as a difference. Backend harnesses ignore ``ctcop_tests.json`` beside the test folders."""
     return _write_all(cases, folder, _write_ir_case, "openvino-ir-test")
 
 
