@@ -466,15 +466,14 @@ def _scanned_batch(
     """The batch of ``checked`` from what :func:`ctcop.core.rule_scan.time_major_scan` wrote: its
     fault raised as the rule it breaks, or the frame counts and the processed targets (spec 3.2,
     3.4; rows trimmed to the ``longest``)."""
-    from .core import rule_scan
-
     kind, row, column = fault.tolist()
-    classes = int(checked.logits.shape[2])
-    if kind == rule_scan.LABEL:
-        raise _label_error(checked.labels, row, column, _time_major_label_rule(classes))
-    if kind == rule_scan.MASK_VALUE:
-        raise _mask_value_error(checked.sequence_mask, row, column)
     if kind:
+        from .core import rule_scan
+
+        if kind == rule_scan.LABEL:
+            raise _label_error(checked.labels, row, column, _time_major_label_rule(int(checked.logits.shape[2])))
+        if kind == rule_scan.MASK_VALUE:
+            raise _mask_value_error(checked.sequence_mask, row, column)
         raise _mask_gap_error(row, column)
     return CanonicalBatch(
         logits=checked.logits,
@@ -482,7 +481,7 @@ def _scanned_batch(
         lengths=lengths,
         targets=targets[:, :longest],
         target_lengths=target_lengths,
-        blank=classes - 1,
+        blank=int(checked.logits.shape[2]) - 1,
         merge_repeated=checked.merge_repeated,
     )
 

@@ -410,6 +410,46 @@ def store_loss(loglik: float, out: np.ndarray, i: int) -> None:
     out[i] = 0.0 if loss < 0.0 else loss
 
 
+@entry
+def batch_loss(
+    logits: np.ndarray,
+    batch_major: bool,
+    lengths: np.ndarray,
+    targets: np.ndarray,
+    target_lengths: np.ndarray,
+    blank: int,
+    merge_repeated: bool,
+    first: int,
+    last: int,
+    out: np.ndarray,
+) -> None:
+    """The losses (spec 4.3) of samples ``[first, last)``, each alone, into ``out``, rounded once
+    to its element type: minus the ln of the summed probability of every aligned path, +0.0 where
+    a rounding error would put it below 0, NaN for a non-finite active logit. ``logits`` is
+    [T, N, C], or [N, T, C] when ``batch_major``; ``targets[i, :target_lengths[i]]`` is sample i's
+    target."""
+    most_frames, width = block_sizes(lengths, target_lengths, first, last)
+    classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
+    scratch, work = np.empty((5, width)), np.empty(logits.shape[2])
+    checkpoints, normalising = np.empty((1, width)), np.empty((2, most_frames))
+    for i in range(first, last):
+        states = lattice(targets[i, : target_lengths[i]], blank, merge_repeated, classes, moves)
+        loglik = forward_pass(
+            logits,
+            batch_major,
+            i,
+            lengths[i],
+            classes[:states],
+            moves,
+            scratch,
+            work,
+            checkpoints,
+            checkpoints[:0],
+            normalising,
+        )
+        store_loss(loglik, out, i)
+
+
 @compiled
 def _segment(frames: int, labels: int, segment_elements: int) -> int:
     """K: the frames between two stored checkpoints of a sample's forward variables,
@@ -475,11 +515,3 @@ def batch_grad(
                 normalising,
                 grad,
             )
-
-
-@entry
-def work_units(samples: int, frames: int, classes: int, longest: int) -> int:
-    """An upper bound of a batch's work, for deciding whether threads pay: N * T * (C + S + 2)
-    with S = 2L + 1 for the longest target L (the classes and the lattice states a frame reads)."""
-    units: int = samples * frames * (classes + 2 * longest + 3)
-    return units

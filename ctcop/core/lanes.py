@@ -20,13 +20,13 @@ import math
 
 import numpy as np
 
+from . import kernels
 from .jit import compiled, entry
 from .kernels import (
     NEG_INF,
     block_sizes,
     exact_states,
     fill,
-    forward_pass,
     frame_row,
     lattice,
     log_sum3,
@@ -277,24 +277,17 @@ def batch_loss(
     last: int,
     out: np.ndarray,
 ) -> None:
-    """The losses (spec 4.3) of samples ``[first, last)`` into ``out``, rounded once to its element
-    type: minus the ln of the summed probability of every aligned path, +0.0 where a rounding
-    error would put it below 0, NaN for a non-finite active logit. ``logits`` is [T, N, C], or
-    [N, T, C] when ``batch_major``; ``targets[i, :target_lengths[i]]`` is sample i's target.
-    With at most :data:`MOST_CLASSES` classes, runs of consecutive samples of one frame count and
-    target length are cut into groups of :data:`LANES`, and each group of at least
-    :data:`FEWEST_SAMPLES` is computed in lanes; every other sample alone."""
+    """:func:`ctcop.core.kernels.batch_loss` (same arguments, same bits) with lanes: runs of
+    consecutive samples of one frame count and target length are cut into groups of
+    :data:`LANES`, and each group of at least :data:`FEWEST_SAMPLES` is computed in lanes; the
+    other samples alone. For frames of at most :data:`MOST_CLASSES` classes."""
     n = logits.shape[2]
-    frames, width = block_sizes(lengths, target_lengths, first, last)
+    _, width = block_sizes(lengths, target_lengths, first, last)
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
-    scratch, work = np.empty((5, width)), np.empty(n)
-    checkpoints, normalising = np.empty((1, width)), np.empty((2, frames))
-    lanes = n <= MOST_CLASSES and last - first >= FEWEST_SAMPLES  # else no group: no lane buffers
-    lane_classes = np.empty(width * LANES if lanes else 0, dtype=np.int64)
-    space = np.empty(space_rows(width - 2, n) * LANES if lanes else 0)
+    lane_classes, space = np.empty(width * LANES, dtype=np.int64), np.empty(space_rows(width - 2, n) * LANES)
     i = first
     while i < last:
-        count = _run(lengths, target_lengths, i, last) if lanes else 1
+        count = _run(lengths, target_lengths, i, last)
         if count >= FEWEST_SAMPLES:
             one = (classes, moves)
             states = _lane_lattices(
@@ -303,20 +296,7 @@ def batch_loss(
             group = (i, count, lengths[i])
             _lanes_loss(logits, batch_major, group, lane_classes[: states * LANES], moves[0, :states], space, out)
         else:
-            for j in range(i, i + count):
-                states = lattice(targets[j, : target_lengths[j]], blank, merge_repeated, classes, moves)
-                loglik = forward_pass(
-                    logits,
-                    batch_major,
-                    j,
-                    lengths[j],
-                    classes[:states],
-                    moves,
-                    scratch,
-                    work,
-                    checkpoints,
-                    checkpoints[:0],
-                    normalising,
-                )
-                store_loss(loglik, out, j)
+            kernels.batch_loss(
+                logits, batch_major, lengths, targets, target_lengths, blank, merge_repeated, i, i + count, out
+            )
         i += count

@@ -3,8 +3,8 @@
 ``python -m ctcop.core.precompile`` makes the calls a user meets first — :func:`ctcop.ctc_loss`,
 :func:`ctcop.ctc_loss_grad`, :func:`ctcop.ctc_loss_or_nan`, both released-form functions and
 :func:`ctcop.greedy_decode` — for every logits dtype (float16, float32, float64) and every label and
-length type (int32, int64) the spec admits (sections 2 and 7), on a small batch and on one that
-goes to the pool. numba saves what they compile next to the sources (``ctcop/core/__pycache__``,
+length type (int32, int64) the spec admits (sections 2 and 7), on one sample and on a batch
+computed in lanes. numba saves what they compile next to the sources (``ctcop/core/__pycache__``,
 or under ``NUMBA_CACHE_DIR``), so later processes load the kernels instead of compiling them on
 their first call. It is a warm-up to run where a first call must be quick (an image, a service);
 numba reads a cache entry only where numba's version, Python's version and the CPU match, and
@@ -17,12 +17,12 @@ import numpy as np
 
 from ..decode import greedy_decode
 from ..reference import ctc_loss, ctc_loss_grad, ctc_loss_or_nan, openvino_ctc_loss, openvino_ctc_loss_grad
+from .lanes import LANES
 
 LOGITS_TYPES = (np.float16, np.float32, np.float64)
 INDEX_TYPES = (np.int32, np.int64)
-# [T, N, C]: a batch computed on the calling thread, and one of more work than
-# ``scheduler.PARALLEL_WORK``, which the pool computes
-SHAPES = ((3, 1, 4), (40, 16, 30))
+# [T, N, C]: one sample (the one-sample kernels), and LANES samples of one shape (the loss in lanes)
+SHAPES = ((3, 1, 4), (3, LANES, 4))
 
 
 def _ramp(shape: tuple[int, ...], dtype: type) -> np.ndarray:

@@ -38,7 +38,7 @@ FloatArray = npt.NDArray[np.float64]
 SEGMENT_ELEMENTS = 1 << 20
 # Samples handed to a thread at a time: enough blocks per thread to even out unequal lengths.
 BLOCKS_PER_THREAD = 4
-# Work (:func:`ctcop.core.kernels.work_units`: frames times classes and lattice states; counted
+# Work (:func:`_work`: frames times classes and lattice states; counted
 # GRADIENT_WORK times for the gradient) below which a batch runs on the calling thread alone: below
 # it, handing blocks to the pool's threads costs more than the work it shares.
 PARALLEL_WORK = 1 << 14
@@ -171,19 +171,21 @@ def _kernel_arguments(batch: CanonicalBatch, logits: np.ndarray) -> tuple[Any, .
 
 
 def _work(batch: CanonicalBatch) -> int:
-    """An upper bound of the batch's work (:func:`ctcop.core.kernels.work_units`)."""
+    """An upper bound of the batch's work, for deciding whether threads pay: N * T * (C + S + 2)
+    with S = 2L + 1 for the longest target L (the classes and the lattice states a frame reads)."""
     classes, longest = int(batch.logits.shape[2]), int(batch.targets.shape[1])
-    units: int = kernels.work_units(batch.batch_size, batch.num_frames, classes, longest)
-    return units
+    return batch.batch_size * batch.num_frames * (classes + 2 * longest + 3)
 
 
 def _losses(batch: CanonicalBatch, dtype: np.dtype) -> np.ndarray:
     """The batch's losses computed in float64 and rounded once to ``dtype`` (float32 or float64)."""
     arguments = _kernel_arguments(batch, _kernel_logits(batch))
     out = np.empty(batch.batch_size, dtype)
+    lanes_pay = batch.logits.shape[2] <= lanes.MOST_CLASSES
 
     def block(first: int, last: int) -> None:
-        kernel: Callable[..., None] = lanes.batch_loss
+        grouped = lanes_pay and last - first >= lanes.FEWEST_SAMPLES
+        kernel: Callable[..., None] = lanes.batch_loss if grouped else kernels.batch_loss
         kernel(*arguments, first, last, out)
 
     _run_blocks(batch.batch_size, _work(batch), block)
