@@ -37,10 +37,19 @@ from .logexp import EXACT_BELOW, exp_nonpositive
 
 LANES = 16
 # Lanes are used where a frame's loops are short (C up to MOST_CLASSES; above it the classes' loop
-# widens alone) and a run of one shape fills enough of a group (a group of 16 costs about what 8
-# samples alone do, so from FEWEST_SAMPLES on); docs/design.md, "Lanes"
+# widens alone) and a run of one shape fills enough of a group: a group costs about what
+# FEWEST_BASE + C / CLASSES_PER_SAMPLE samples alone do (:func:`fewest_samples`; docs/design.md, "Lanes")
 MOST_CLASSES = 64
-FEWEST_SAMPLES = 9
+FEWEST_BASE = 4
+CLASSES_PER_SAMPLE = 7
+
+
+def fewest_samples(classes: int) -> int:
+    """The fewest samples of one shape that a group of lanes computes faster than each alone, at
+    frames of ``classes`` classes."""
+    return FEWEST_BASE + classes // CLASSES_PER_SAMPLE
+
+
 # A group's per-frame rows: rows 0-7 the 8 interleaved partial maxima or sums (work space), then
 # the frame's top logit, the ln of its normalising sum, a count or a sum, the lattice variables'
 # top, and whether a lane met a logit that is not finite
@@ -273,14 +282,15 @@ def batch_loss(
     target_lengths: np.ndarray,
     blank: int,
     merge_repeated: bool,
+    fewest: int,
     first: int,
     last: int,
     out: np.ndarray,
 ) -> None:
-    """:func:`ctcop.core.kernels.batch_loss` (same arguments, same bits) with lanes: runs of
-    consecutive samples of one frame count and target length are cut into groups of
-    :data:`LANES`, and each group of at least :data:`FEWEST_SAMPLES` is computed in lanes; the
-    other samples alone. For frames of at most :data:`MOST_CLASSES` classes."""
+    """:func:`ctcop.core.kernels.batch_loss` (the same bits) with lanes: runs of consecutive
+    samples of one frame count and target length are cut into groups of :data:`LANES`, and each
+    group of at least ``fewest`` samples (:func:`fewest_samples`) is computed in lanes; the other
+    samples alone. For frames of at most :data:`MOST_CLASSES` classes."""
     n = logits.shape[2]
     _, width = block_sizes(lengths, target_lengths, first, last)
     classes, moves = np.empty(width, dtype=np.int64), np.empty((2, width))
@@ -288,7 +298,7 @@ def batch_loss(
     i = first
     while i < last:
         count = _run(lengths, target_lengths, i, last)
-        if count >= FEWEST_SAMPLES:
+        if count >= fewest:
             one = (classes, moves)
             states = _lane_lattices(
                 targets, target_lengths, i, count, (blank, merge_repeated), one, lane_classes, space

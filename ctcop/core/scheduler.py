@@ -181,12 +181,14 @@ def _losses(batch: CanonicalBatch, dtype: np.dtype) -> np.ndarray:
     """The batch's losses computed in float64 and rounded once to ``dtype`` (float32 or float64)."""
     arguments = _kernel_arguments(batch, _kernel_logits(batch))
     out = np.empty(batch.batch_size, dtype)
-    lanes_pay = batch.logits.shape[2] <= lanes.MOST_CLASSES
+    classes = int(batch.logits.shape[2])
+    fewest = lanes.fewest_samples(classes) if classes <= lanes.MOST_CLASSES else batch.batch_size + 1
 
     def block(first: int, last: int) -> None:
-        grouped = lanes_pay and last - first >= lanes.FEWEST_SAMPLES
-        kernel: Callable[..., None] = lanes.batch_loss if grouped else kernels.batch_loss
-        kernel(*arguments, first, last, out)
+        if last - first >= fewest:
+            lanes.batch_loss(*arguments, fewest, first, last, out)
+        else:
+            kernels.batch_loss(*arguments, first, last, out)
 
     _run_blocks(batch.batch_size, _work(batch), block)
     return out
