@@ -52,7 +52,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes per row (default 3)")
     repeat = parser.parse_args().repeat
-    print(f"{'first call':<28} {'T, N, C':>11} {'cache empty':>12} {'cache filled':>13}   (seconds, median of {repeat})")
+    print(
+        f"{'first call':<28} {'T, N, C':>11} {'cache empty':>12} {'cache filled':>13}   (seconds, median of {repeat})"
+    )
     for row, call, *shape in ROWS:
         cold, warm = [], []
         for _ in range(repeat):

@@ -56,7 +56,7 @@ def test_a_sample_in_lanes_has_its_bits_alone(
     """Batches of 2.5 lane groups of one shape (full groups, and a run too short for lanes): each
     loss has the bits of the sample alone and of the gradient's forward pass."""
     rng = np.random.default_rng(steps * classes + length)
-    samples = 2 * lanes.LANES + lanes.fewest_samples(classes) - 1
+    samples = 2 * lanes.LANES + lanes.fewest_samples(classes, 2 * length + 1) - 1
     inputs, mask, labels = equal_shaped_batch(rng, steps, samples, classes, length, scale)
     inputs = inputs.astype(dtype)
     batch = ctcop.ctc_loss(inputs, mask, labels, merge_repeated=merge_repeated)
@@ -125,7 +125,7 @@ def test_mixed_shapes_group_only_runs_of_one_shape() -> None:
 def test_the_released_form_in_lanes() -> None:
     """Batch-major logits, a blank that is not the last class: the bits alone and enumeration's values."""
     rng = np.random.default_rng(8)
-    samples = lanes.LANES + lanes.fewest_samples(5)
+    samples = lanes.LANES + lanes.fewest_samples(5, 5)
     logits = rng.normal(size=(samples, 4, 5))
     lengths = np.full(samples, 4)
     labels = rng.integers(1, 5, size=(samples, 4))
@@ -160,7 +160,7 @@ def lane_losses(first: int, last: int) -> list[np.ndarray]:
     for logits, lengths, targets, target_lengths in lane_batches():
         out = np.full(logits.shape[1], -1.0)
         stop = min(last, logits.shape[1])
-        fewest = lanes.fewest_samples(logits.shape[2])
+        fewest = lanes.fewest_samples(logits.shape[2], 2 * targets.shape[1] + 1)
         arguments = (logits, False, lengths, targets, target_lengths, logits.shape[2] - 1, True, fewest)
         lanes.batch_loss(*arguments, first, stop, out)
         results.append(out[first:stop])

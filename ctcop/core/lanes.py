@@ -38,16 +38,16 @@ from .logexp import EXACT_BELOW, exp_nonpositive
 LANES = 16
 # Lanes are used where a frame's loops are short (C up to MOST_CLASSES; above it the classes' loop
 # widens alone) and a run of one shape fills enough of a group: a group costs about what
-# FEWEST_BASE + C / CLASSES_PER_SAMPLE samples alone do (:func:`fewest_samples`; docs/design.md, "Lanes")
+# FEWEST_BASE + (C + S) / LOOP_PER_SAMPLE samples alone do (:func:`fewest_samples`; docs/design.md, "Lanes")
 MOST_CLASSES = 64
-FEWEST_BASE = 4
-CLASSES_PER_SAMPLE = 7
+FEWEST_BASE = 5
+LOOP_PER_SAMPLE = 12
 
 
-def fewest_samples(classes: int) -> int:
+def fewest_samples(classes: int, states: int) -> int:
     """The fewest samples of one shape that a group of lanes computes faster than each alone, at
-    frames of ``classes`` classes."""
-    return FEWEST_BASE + classes // CLASSES_PER_SAMPLE
+    frames of ``classes`` classes and lattices of ``states`` states."""
+    return FEWEST_BASE + (classes + states) // LOOP_PER_SAMPLE
 
 
 # A group's per-frame rows: rows 0-7 the 8 interleaved partial maxima or sums (work space), then

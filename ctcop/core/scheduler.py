@@ -181,8 +181,8 @@ def _losses(batch: CanonicalBatch, dtype: np.dtype) -> np.ndarray:
     """The batch's losses computed in float64 and rounded once to ``dtype`` (float32 or float64)."""
     arguments = _kernel_arguments(batch, _kernel_logits(batch))
     out = np.empty(batch.batch_size, dtype)
-    classes = int(batch.logits.shape[2])
-    fewest = lanes.fewest_samples(classes) if classes <= lanes.MOST_CLASSES else batch.batch_size + 1
+    classes, states = int(batch.logits.shape[2]), 2 * int(batch.targets.shape[1]) + 1
+    fewest = lanes.fewest_samples(classes, states) if classes <= lanes.MOST_CLASSES else batch.batch_size + 1
 
     def block(first: int, last: int) -> None:
         if last - first >= fewest:
