@@ -276,8 +276,10 @@ RUN = "run here"
 DOCS: dict[tuple[str, str], str] = {
     ("bench.md", 'pip install ".[bench,peers]"    # matplotlib for -'):
         "an install",
-    ("bench.md", "ctcop bench: AMD EPYC, 2 cores (load average 0.00 "):
+    ("bench.md", "ctcop bench: AMD EPYC, 2 cores (load average 0.91 "):
         "output measured on another machine, not a command",
+    ("bench.md", "first call                       T, N, C  cache em"):
+        "output of benchmarks/first_call.py measured on another machine, not a command",
     ("conformance.md", "ctcop conformance --runtimes openvino --select rel"):
         "whole conformance runs, minutes each: the README's block runs the first line, tests/test_conformance.py, "
         "test_runner.py and test_conformance_diff.py the options on small selections",
