@@ -184,11 +184,14 @@ def _losses(batch: CanonicalBatch, dtype: np.dtype) -> np.ndarray:
     classes, states = int(batch.logits.shape[2]), 2 * int(batch.targets.shape[1]) + 1
     fewest = lanes.fewest_samples(classes, states) if classes <= lanes.MOST_CLASSES else batch.batch_size + 1
 
+    grouped: Callable[..., None] = lanes.batch_loss
+    alone: Callable[..., None] = kernels.batch_loss
+
     def block(first: int, last: int) -> None:
         if last - first >= fewest:
-            lanes.batch_loss(*arguments, fewest, first, last, out)
+            grouped(*arguments, fewest, first, last, out)
         else:
-            kernels.batch_loss(*arguments, first, last, out)
+            alone(*arguments, first, last, out)
 
     _run_blocks(batch.batch_size, _work(batch), block)
     return out
