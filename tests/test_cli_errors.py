@@ -1,5 +1,7 @@
-"""Hostile command lines, run as a user runs them: every refusal is exactly
-one line on stderr, no traceback, exit code 2, and it comes before any work is done."""
+"""Hostile command lines: every refusal is exactly one line on stderr, no traceback, exit code 2,
+and it comes before any work is done. The commands run in-process through the CLI's main
+function; the signals while the command line starts, and what importing it loads, in real
+processes."""
 
 import os
 import subprocess
@@ -9,8 +11,9 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from models import WEIGHTS, onnx_acoustic_model, openvino_acoustic_model
 from onnx import helper
+from support.cli import assert_refused, ctcop_cli
+from support.models import WEIGHTS, onnx_acoustic_model, openvino_acoustic_model
 
 import ctcop
 from ctcop import cli
@@ -20,20 +23,6 @@ from ctcop.onnx import save_onnx
 from ctcop.openvino import ir_model, load_ir, save_ir
 
 TP = onnx.TensorProto
-
-
-def ctcop_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m ctcop ARGS``; ``timeout`` only guards against a hang (it never judges speed)."""
-    return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def assert_refused(result: subprocess.CompletedProcess, message: str) -> None:
-    """Exit 2 and exactly one line on stderr that contains ``message``, no traceback."""
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "Traceback" not in result.stderr
-    assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), result.stderr
-    assert result.stderr.startswith("ctcop: "), result.stderr
-    assert message in result.stderr, result.stderr
 
 
 def old_opset_model(opset: int, extra: list[onnx.NodeProto], outputs: list[onnx.ValueInfoProto]) -> onnx.ModelProto:

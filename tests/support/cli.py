@@ -1,0 +1,36 @@
+"""``ctcop``'s command line called in-process, seen as a shell sees it: the exit code and what it
+printed on stdout and stderr (a real process is for the tests of the entry point and signals)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+
+from ctcop import cli
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One command's exit code and output, named as :class:`subprocess.CompletedProcess` names them."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def ctcop_cli(*args: str) -> Ran:
+    """``ctcop ARGS`` through :func:`ctcop.cli.main` in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(args))
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+def assert_refused(result: Ran, message: str) -> None:
+    """Exit 2 and exactly one line on stderr, starting ``ctcop: `` and containing ``message``, no traceback."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), result.stderr
+    assert result.stderr.startswith("ctcop: "), result.stderr
+    assert message in result.stderr, result.stderr
