@@ -2,7 +2,6 @@ import contextlib
 import hashlib
 import os
 import re
-import sys
 import tempfile
 from pathlib import Path
 
@@ -23,13 +22,12 @@ os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"c
 with contextlib.suppress(ImportError):
     import triton.runtime.autotuner  # noqa: F401
 
-sys.path.insert(0, os.path.dirname(__file__))
-
 settings.register_profile(
     "ci", max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
-# The fuzz set's long profile (tests/fuzz_strategies.py holds each fuzz test's budget in both):
-# random seeds, so that every long run explores new inputs; a failure prints the blob to replay it.
+# The fuzz set's long profile (tests/support/fuzz_strategies.py holds each fuzz test's budget in
+# both): random seeds, so that every long run explores new inputs; a failure prints the blob to
+# replay it.
 settings.register_profile(
     "fuzz-long",
     max_examples=1000,
@@ -49,8 +47,8 @@ def selects_fuzz_only(markexpr: str) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     """The long fuzz profile for ``pytest -m fuzz`` or ``CTCOP_FUZZ=long``; bounded otherwise.
 
-    Runs before the test modules are imported, so tests/fuzz_strategies.py reads the choice from
-    the environment when it is first imported.
+    Runs before the test modules are imported, so tests/support/fuzz_strategies.py reads the
+    choice from the environment when it is first imported.
     """
     if selects_fuzz_only(config.getoption("markexpr", "") or ""):
         os.environ["CTCOP_FUZZ"] = "long"

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from models import openvino_acoustic_model
+from support.models import openvino_acoustic_model
 
 import ctcop
 from ctcop import cli

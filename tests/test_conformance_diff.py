@@ -1,8 +1,9 @@
 """``ctcop conformance-diff``: two conformance reports compared per runtime and case (spec 10).
 
-The end-to-end tests diff real reports of a runtime that is the reference (tests/diff_runtimes.py)
-and of one of the same name whose loss is off on exactly one case; the others build reports from
-typed results (:class:`ctcop.conformance.result.Result`) as ``ctcop conformance`` writes them.
+The end-to-end tests diff real reports of a runtime that is the reference
+(tests/support/diff_runtimes.py) and of one of the same name whose loss is off on exactly one
+case; the others build reports from typed results (:class:`ctcop.conformance.result.Result`) as
+``ctcop conformance`` writes them.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from diff_runtimes import SHIFTED_CASE
+from support.diff_runtimes import SHIFTED_CASE
 
 from ctcop import cli
 from ctcop.conformance import corpus, diff, report
 from ctcop.conformance.result import Raised, Result
 from ctcop.tolerance import Mismatch
 
-RUNTIMES = Path(__file__).parent / "diff_runtimes.py"
+RUNTIMES = Path(__file__).parent / "support" / "diff_runtimes.py"
 HAND_WORKED = "spec/hand_worked/*"
 CASES = {case.id: case for case in corpus.load_all()}
 
@@ -389,8 +390,7 @@ def test_the_report_records_a_runtimes_own_version(tmp_path, monkeypatch, capsys
     """A runtime's ``version`` (protocol) is in the --json report's runtimes; one without has null."""
     module = tmp_path / "versioned.py"
     module.write_text(
-        f"import sys; sys.path.insert(0, {str(RUNTIMES.parent)!r})\n"
-        "from diff_runtimes import Shifted\n"
+        "from support.diff_runtimes import Shifted\n"
         "class Versioned(Shifted):\n"
         "    version = '1.2.3'\n"
         "RUNTIMES = [Versioned(name='versioned'), Shifted()]\n"

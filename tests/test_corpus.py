@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from oracle import decode_path, openvino_loss_grad, time_major_loss_grad
+from support.oracle import decode_path, openvino_loss_grad, time_major_loss_grad
 
 import ctcop
 from ctcop.conformance import bruteforce, corpus, generate

@@ -1,6 +1,6 @@
-"""`ctcop eval` and `ctcop validate` on real files built here: IR written by openvino.save_model with
-OpenVINO's released CTCLoss-4 fed by a small acoustic model, and ctcop's ONNX export attached to a
-model; and broken variants of each."""
+"""`ctcop eval` and `ctcop validate` on real files: IR written by openvino.save_model with
+OpenVINO's released CTCLoss-4 fed by a small acoustic model (tests/support/eval_files.py), and
+ctcop's ONNX export attached to a model; and broken variants of each."""
 
 import json
 import re
@@ -10,10 +10,9 @@ import sys
 import numpy as np
 import onnx
 import openvino
-import openvino.opset4 as opset4
-import openvino.opset15 as ops
 import pytest
-from models import onnx_acoustic_model
+from support.eval_files import FEATURES, C, N, T, inputs_npz, released_ir
+from support.models import onnx_acoustic_model
 
 import ctcop
 from ctcop.defects import defect
@@ -22,56 +21,9 @@ from ctcop.layers.result import LayerResult
 from ctcop.onnx import attach_onnx, save_onnx
 from ctcop.openvino import declared_precision_config
 
-T, N, FEATURES, C = 8, 3, 6, 5
-
 
 def ctcop_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=600)
-
-
-def released_ir(
-    path,
-    *,
-    shift: float = 0.0,
-    blank_zero_unique: bool = False,
-    layers: int = 1,
-    width: int = FEATURES,
-    compress_to_fp16: bool = True,
-) -> tuple:
-    """features [N, T, width] -> MatMul -> Add (+ shift) -> logits [N, T, 5] -> CTCLoss-4 (x ``layers``),
-    saved with openvino.save_model's ``compress_to_fp16``; returns the weights and bias."""
-    rng = np.random.default_rng(3)
-    features = ops.parameter([N, T, width], np.float32, name="features")
-    lengths = [ops.parameter([N], np.int32, name=name) for name in ("logit_length", "label_length")]
-    labels = ops.parameter([N, T], np.int32, name="labels")
-    for node in (features, labels, *lengths):
-        node.output(0).get_tensor().set_names({node.get_friendly_name()})
-    weights = rng.normal(size=(width, C)).astype(np.float32)
-    bias = (rng.normal(size=C) + shift).astype(np.float32)
-    logits = ops.add(ops.matmul(features, ops.constant(weights), False, False), ops.constant(bias))
-    extra = [ops.constant(np.int32(0))] if blank_zero_unique else []
-    results = []
-    for k in range(layers):
-        loss = opset4.ctc_loss(
-            logits, lengths[0], labels, lengths[1], *extra, ctc_merge_repeated=k == 0, unique=blank_zero_unique
-        )
-        loss.set_friendly_name(f"ctc_loss_{k}")
-        results.append(ops.result(loss))
-    model = openvino.Model(results, [features, lengths[0], labels, lengths[1]])
-    openvino.save_model(model, str(path), compress_to_fp16=compress_to_fp16)
-    return weights, bias
-
-
-def inputs_npz(path, label_length=(2, 1, 3), blank: int = C - 1, width: int = FEATURES) -> None:
-    rng = np.random.default_rng(5)
-    classes = [c for c in range(C) if c != blank]
-    np.savez(
-        path,
-        features=rng.normal(size=(N, T, width)).astype(np.float32),
-        logit_length=np.array([8, 6, 5], np.int32),
-        labels=np.array(classes, np.int32)[rng.integers(0, C - 1, size=(N, T))],
-        label_length=np.array(label_length, np.int32),
-    )
 
 
 def test_eval_agrees_with_the_reference_where_openvino_is_right(tmp_path) -> None:

@@ -32,9 +32,9 @@ import openvino
 import openvino.opset4 as opset4
 import openvino.opset15 as ops
 import pytest
-from fuzz_strategies import LONG, examples
-from models import onnx_acoustic_model
 from onnx import helper
+from support.fuzz_strategies import LONG, examples
+from support.models import onnx_acoustic_model
 
 from ctcop.onnx import attach_onnx, onnx_model, save_onnx
 from ctcop.openvino import ir_model, save_ir

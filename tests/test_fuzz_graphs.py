@@ -1,14 +1,14 @@
 """Fuzzing the exported graphs (spec 11.5: exported graphs are total functions).
 
-For each runtime form, a crash-isolated worker process (tests/fuzz_worker.py) runs ctcop's exported
-graph on inputs of the declared ranks and element types, valid or not (tests/fuzz_strategies.py:
-``graph_cases``), fed one at a time by hypothesis through a pipe. Each result must equal
-``ctcop.ctc_loss_or_nan`` (NaN exactly where it is NaN, +inf where +inf, finite values within
-``ctcop.tolerance.compare``), and a sample's result must not move by one bit when another sample's
-inputs change, nor when the other sample leaves the batch (by the tolerance rule on onnxruntime: see
-:data:`LAST_BIT_DEPENDS_ON_LENGTH`). A child that dies, hangs or raises is a failure that names the
-input (also kept as ``crash-K.npz`` in the child's folder). :data:`FINDINGS` replays what the
-fuzzing found, in every runtime form.
+For each runtime form, a crash-isolated worker process (tests/support/fuzz_worker.py) runs ctcop's
+exported graph on inputs of the declared ranks and element types, valid or not
+(tests/support/fuzz_strategies.py: ``graph_cases``), fed one at a time by hypothesis through a pipe.
+Each result must equal ``ctcop.ctc_loss_or_nan`` (NaN exactly where it is NaN, +inf where +inf,
+finite values within ``ctcop.tolerance.compare``), and a sample's result must not move by one bit
+when another sample's inputs change, nor when the other sample leaves the batch (by the tolerance
+rule on onnxruntime: see :data:`LAST_BIT_DEPENDS_ON_LENGTH`). A child that dies, hangs or raises is
+a failure that names the input (also kept as ``crash-K.npz`` in the child's folder).
+:data:`FINDINGS` replays what the fuzzing found, in every runtime form.
 
 OpenVINO forms are fuzzed with float16 and float32 logits only: the CPU plugin computes float64
 models in float32 and saturates +inf (spec 12.2 D4/D5), which no graph can avoid.
@@ -25,14 +25,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fuzz_strategies import Batch, GraphCase, budget, graph_cases
 from hypothesis import given
+from support.fuzz_strategies import Batch, GraphCase, budget, graph_cases
 
 import ctcop
 from ctcop.process.workers import Failed, Lost, Worker
 from ctcop.tolerance import compare
 
-WORKER = "fuzz_worker:evaluate"
+WORKER = "support.fuzz_worker:evaluate"
 ALL_FLOATS = ("float16", "float32", "float64")
 OPENVINO_FLOATS = ("float16", "float32")
 RUNTIME_FLOATS = {
@@ -56,7 +56,7 @@ class ChildFailure(AssertionError):
 
 
 class Child:
-    """One worker process for one runtime (tests/fuzz_worker.py); a fresh one after it dies."""
+    """One worker process for one runtime (tests/support/fuzz_worker.py); a fresh one after it dies."""
 
     def __init__(self, runtime: str, folder: Path) -> None:
         self.runtime, self.folder = runtime, folder

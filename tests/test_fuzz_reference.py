@@ -1,7 +1,8 @@
-"""Fuzzing the reference (tests/fuzz_strategies.py has the strategies and the budgets).
+"""Fuzzing the reference (tests/support/fuzz_strategies.py has the strategies and the budgets).
 
 - valid input of every element type and both attributes, pads anywhere: ``ctcop.ctc_loss`` is the
-  brute-force path sum of tests/oracle.py at 1e-12 relative, rounded once to the logits' type;
+  brute-force path sum of tests/support/oracle.py at 1e-12 relative, rounded once to the logits'
+  type;
 - the released OpenVINO form (blank anywhere, ``unique``, junk after the targets): the same for
   ``ctcop.openvino_ctc_loss``;
 - one rule of spec sections 3, 6 and 7 broken: ``InvalidInputError`` naming the input, and nothing
@@ -21,7 +22,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from fuzz_strategies import (
+from hypothesis import given
+from hypothesis import strategies as st
+from support.fuzz_strategies import (
     Batch,
     Call,
     anything,
@@ -33,9 +36,7 @@ from fuzz_strategies import (
     openvino_batches,
     valid_batches,
 )
-from hypothesis import given
-from hypothesis import strategies as st
-from oracle import openvino_loss, time_major_loss
+from support.oracle import openvino_loss, time_major_loss
 
 import ctcop
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from test_eval import inputs_npz, released_ir
+from support.eval_files import inputs_npz, released_ir
 
 pytestmark = pytest.mark.slow  # real ctcop processes, run until the moment to interrupt them
 

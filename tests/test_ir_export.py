@@ -8,8 +8,8 @@ import textwrap
 import numpy as np
 import openvino
 import pytest
-from models import openvino_acoustic_model as acoustic_model
-from runtime_check import assert_runtime_matches, run
+from support.models import openvino_acoustic_model as acoustic_model
+from support.runtime_check import assert_runtime_matches, run
 
 import ctcop
 from ctcop.conformance.cases import edge_cases, random_cases

@@ -2,7 +2,7 @@
 ended, the timeout, SIGINT ignored, its own process group and streams, and nothing it started
 outliving it, for spawned workers and workers a fork server forks alike; a fork server's
 environment however large, and an exchange with it cut short. The workers run the functions of
-this module."""
+tests/support/worker_targets.py."""
 
 from __future__ import annotations
 
@@ -22,43 +22,7 @@ import pytest
 from ctcop.process import workers
 from ctcop.process.workers import Failed, ForkServer, Lost, Worker, call
 
-HERE = __name__
-
-
-def echo(request: Any) -> Any:
-    return request
-
-
-def refuse(request: Any) -> None:
-    raise ValueError(f"no {request}\nsecond line")
-
-
-def end_by(request: dict[str, Any]) -> None:
-    if "signal" in request:
-        os.kill(os.getpid(), getattr(signal, request["signal"]))
-    os._exit(request["code"])
-
-
-def start_then_hang(request: Any) -> None:
-    """Start a grandchild, say its pid in a file, and never answer."""
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
-    Path(request).write_text(str(sleeper.pid))
-    time.sleep(3600)
-
-
-def interrupt_self(request: Any) -> str:
-    os.kill(os.getpid(), signal.SIGINT)
-    time.sleep(0.2)
-    return "still here"
-
-
-def describe(request: Any) -> dict[str, Any]:
-    print(request, flush=True)
-    return {"pid": os.getpid(), "group": os.getpgid(0), "path": sys.path}
-
-
-def environment(request: Any) -> dict[str, Any]:
-    return {"variable": os.environ.get(request), "path": sys.path, "group": os.getpgid(0), "pid": os.getpid()}
+TARGETS = "support.worker_targets"
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +38,14 @@ def started(request: pytest.FixtureRequest, server: ForkServer) -> dict[str, Any
     return {"server": server} if request.param == "forked" else {}
 
 
+def python_path(*folders: Path) -> dict[str, str]:
+    """This process's environment with ``folders`` first on a child Python's ``sys.path``."""
+    path = [str(folder) for folder in folders]
+    if os.environ.get("PYTHONPATH"):
+        path.append(os.environ["PYTHONPATH"])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -82,14 +54,14 @@ def alive(pid: int) -> bool:
 
 
 def test_each_request_gets_its_answer(started: dict[str, Any]) -> None:
-    with Worker(f"{HERE}:echo", **started) as worker:
+    with Worker(f"{TARGETS}:echo", **started) as worker:
         for request in (1, "two", [3.5, None, True], {"nested": {"list": [1, 2]}}):
             worker.send(request)
             assert worker.answer(60) == request
 
 
 def test_an_exception_is_an_error_answer_and_the_worker_goes_on(started: dict[str, Any]) -> None:
-    with Worker(f"{HERE}:refuse", **started) as worker:
+    with Worker(f"{TARGETS}:refuse", **started) as worker:
         for _ in range(2):
             worker.send("luck")
             with pytest.raises(Failed, match=r"^ValueError: no luck second line$"):
@@ -103,7 +75,7 @@ def test_an_exception_is_an_error_answer_and_the_worker_goes_on(started: dict[st
 )
 def test_how_a_worker_ended_is_said(request_: dict[str, Any], how: str, started: dict[str, Any]) -> None:
     with pytest.raises(Lost) as lost:
-        call(f"{HERE}:end_by", request_, 60, **started)
+        call(f"{TARGETS}:end_by", request_, 60, **started)
     assert (lost.value.how, lost.value.timed_out) == (how, False)
 
 
@@ -111,7 +83,7 @@ def test_a_worker_without_an_answer_in_time_is_killed_with_what_it_started(
     tmp_path: Path, started: dict[str, Any]
 ) -> None:
     marker = tmp_path / "grandchild"
-    with Worker(f"{HERE}:start_then_hang", **started) as worker:
+    with Worker(f"{TARGETS}:start_then_hang", **started) as worker:
         worker.send(str(marker))
         deadline = time.monotonic() + 60
         while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
@@ -130,13 +102,13 @@ def test_a_worker_without_an_answer_in_time_is_killed_with_what_it_started(
 
 
 def test_sigint_is_ignored_in_the_worker(started: dict[str, Any]) -> None:
-    assert call(f"{HERE}:interrupt_self", None, 60, **started) == "still here"
+    assert call(f"{TARGETS}:interrupt_self", None, 60, **started) == "still here"
 
 
 def test_the_worker_has_its_own_process_group_the_callers_streams_and_path(tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
     with open(out, "wb") as stdout:
-        got = call(f"{HERE}:describe", "printed", 60, stdout=stdout)
+        got = call(f"{TARGETS}:describe", "printed", 60, stdout=stdout)
     assert got["group"] == got["pid"] != os.getpgid(0)
     assert got["path"] == sys.path
     assert out.read_text() == "printed\n"
@@ -145,7 +117,7 @@ def test_the_worker_has_its_own_process_group_the_callers_streams_and_path(tmp_p
 def test_a_forked_worker_has_its_own_process_group_the_given_environment_and_the_callers_path() -> None:
     forks = ForkServer(["numpy"], {**os.environ, "CTCOP_TEST_VARIABLE": "given"})
     try:
-        got = call(f"{HERE}:environment", "CTCOP_TEST_VARIABLE", 60, server=forks)
+        got = call(f"{TARGETS}:environment", "CTCOP_TEST_VARIABLE", 60, server=forks)
         assert forks.process is not None
         assert got["variable"] == "given" and "CTCOP_TEST_VARIABLE" not in os.environ
         assert got["group"] == got["pid"]
@@ -157,9 +129,9 @@ def test_a_forked_worker_has_its_own_process_group_the_given_environment_and_the
 
 def test_a_forked_worker_takes_no_environment_or_streams_of_its_own(server: ForkServer) -> None:
     with pytest.raises(ValueError, match="its environment is its server's"):
-        Worker(f"{HERE}:echo", env=dict(os.environ), server=server)
+        Worker(f"{TARGETS}:echo", env=dict(os.environ), server=server)
     with pytest.raises(ValueError, match="streams are /dev/null"):
-        Worker(f"{HERE}:echo", stdout=subprocess.PIPE, server=server)
+        Worker(f"{TARGETS}:echo", stdout=subprocess.PIPE, server=server)
 
 
 def test_a_fork_server_gives_its_workers_an_environment_larger_than_a_socket_message() -> None:
@@ -191,7 +163,7 @@ def test_an_exchange_cut_short_ends_the_server_and_its_workers(tmp_path: Path, m
     forks = ForkServer([])
     try:
         marker = tmp_path / "grandchild"
-        worker = Worker(f"{HERE}:start_then_hang", server=forks)
+        worker = Worker(f"{TARGETS}:start_then_hang", server=forks)
         worker.send(str(marker))
         deadline = time.monotonic() + 60
         while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
@@ -215,7 +187,7 @@ def test_an_exchange_cut_short_ends_the_server_and_its_workers(tmp_path: Path, m
             time.sleep(0.05)
         assert not alive(worker.pid) and not alive(grandchild)
         forks.close()
-        assert call(f"{HERE}:echo", "again", 60, server=forks) == "again"
+        assert call(f"{TARGETS}:echo", "again", 60, server=forks) == "again"
     finally:
         forks.close()
 
@@ -223,7 +195,7 @@ def test_an_exchange_cut_short_ends_the_server_and_its_workers(tmp_path: Path, m
 def test_a_forked_worker_dies_with_its_server_and_a_fresh_server_forks_the_next() -> None:
     forks = ForkServer([])
     try:
-        worker = Worker(f"{HERE}:echo", server=forks)
+        worker = Worker(f"{TARGETS}:echo", server=forks)
         assert forks.process is not None
         first = forks.process.pid
         os.kill(first, signal.SIGKILL)
@@ -235,7 +207,7 @@ def test_a_forked_worker_dies_with_its_server_and_a_fresh_server_forks_the_next(
             worker.send("anything")
             worker.answer(60)
         assert worker.ended == "killed by SIGKILL"
-        assert call(f"{HERE}:echo", "again", 60, server=forks) == "again"
+        assert call(f"{TARGETS}:echo", "again", 60, server=forks) == "again"
         assert forks.process.pid != first
     finally:
         forks.close()
@@ -245,9 +217,8 @@ def test_a_forked_worker_dies_with_its_server_and_a_fresh_server_forks_the_next(
 # after the worker's process has started: the worker is known, the exception is raised once it is,
 # and the caller's exit ends it (it would otherwise sleep on, importing its target).
 INTERRUPTED_WHILE_STARTING = """
-import signal, subprocess, sys
+import signal, subprocess
 
-sys.path.insert(0, sys.argv[1])
 from ctcop.process import workers
 
 
@@ -274,7 +245,11 @@ except KeyboardInterrupt:
 def test_a_worker_started_as_a_signal_interrupts_its_caller_is_ended_when_the_caller_exits(tmp_path: Path) -> None:
     (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(600)\n")
     done = subprocess.run(
-        [sys.executable, "-c", INTERRUPTED_WHILE_STARTING, str(tmp_path)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", INTERRUPTED_WHILE_STARTING],
+        env=python_path(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     pid, said = done.stdout.split()
@@ -286,9 +261,10 @@ def test_a_worker_never_ended_is_ended_when_its_caller_exits(tmp_path: Path) -> 
     (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(600)\n")
     # (A forked worker and its server need no such care: the server ends when its caller's socket
     # closes, and the worker with it.)
-    script = "import sys; sys.path.insert(0, sys.argv[1]); from ctcop.process import workers\n"
-    script += "print(workers.Worker('slow_import:anything').pid)"
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    script = "from ctcop.process import workers\nprint(workers.Worker('slow_import:anything').pid)"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=python_path(tmp_path), capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert not alive(int(done.stdout)), "the worker outlived its caller"
 
@@ -298,11 +274,10 @@ def test_a_worker_never_ended_is_ended_when_its_caller_exits(tmp_path: Path) -> 
 KILLED_WITH_A_BUSY_WORKER = """
 import sys, time
 
-sys.path.insert(0, sys.argv[1])
 from ctcop.process.workers import ForkServer, Worker
 
-worker = Worker("tests.test_isolated:start_then_hang", server=ForkServer([]))
-worker.send(sys.argv[2])
+worker = Worker("support.worker_targets:start_then_hang", server=ForkServer([]))
+worker.send(sys.argv[1])
 print(worker.pid, worker.process.server.process.pid, flush=True)
 time.sleep(3600)
 """
@@ -310,9 +285,12 @@ time.sleep(3600)
 
 def test_a_forked_worker_dies_when_its_caller_is_killed(tmp_path: Path) -> None:
     marker = tmp_path / "grandchild"
-    root = str(Path(__file__).resolve().parents[1])
+    root = Path(__file__).resolve().parents[1]
     caller = subprocess.Popen(
-        [sys.executable, "-c", KILLED_WITH_A_BUSY_WORKER, root, str(marker)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", KILLED_WITH_A_BUSY_WORKER, str(marker)],
+        env=python_path(root, root / "tests"),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert caller.stdout is not None

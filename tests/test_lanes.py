@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from oracle import openvino_loss, time_major_loss
+from support.lanes import lane_losses
+from support.oracle import openvino_loss, time_major_loss
 
 import ctcop
 from ctcop.core import lanes
@@ -139,34 +140,6 @@ def test_the_released_form_in_lanes() -> None:
     np.testing.assert_allclose(batch, openvino_loss(logits, lengths, labels, label_lengths, 0), rtol=1e-13)
 
 
-def lane_batches() -> list[tuple[np.ndarray, ...]]:
-    """Arguments of :func:`ctcop.core.lanes.batch_loss` (time-major, blank C - 1, merge_repeated) on
-    float64 batches with every kind of run: full groups, a group of 11, leftovers computed alone,
-    groups of no frames, of empty targets (S = 1), and a batch of 64 classes."""
-    rng = np.random.default_rng(9)
-    batches = []
-    for classes, shapes in ((6, [(4, 2)] * 27 + [(0, 1)] * 10 + [(3, 0)] * 12 + [(0, 0)] * 9), (64, [(5, 3)] * 20)):
-        lengths = np.array([frames for frames, _ in shapes], np.int64)
-        target_lengths = np.array([length for _, length in shapes], np.int64)
-        targets = rng.integers(0, classes - 1, size=(len(shapes), 3)).astype(np.int64)
-        logits = rng.normal(size=(5, len(shapes), classes))
-        batches.append((logits, lengths, targets, target_lengths))
-    return batches
-
-
-def lane_losses(first: int, last: int) -> list[np.ndarray]:
-    """:func:`ctcop.core.lanes.batch_loss` over samples ``[first, last)`` of each of :func:`lane_batches`."""
-    results = []
-    for logits, lengths, targets, target_lengths in lane_batches():
-        out = np.full(logits.shape[1], -1.0)
-        stop = min(last, logits.shape[1])
-        fewest = lanes.fewest_samples(logits.shape[2], 2 * targets.shape[1] + 1)
-        arguments = (logits, False, lengths, targets, target_lengths, logits.shape[2] - 1, True, fewest)
-        lanes.batch_loss(*arguments, first, stop, out)
-        results.append(out[first:stop])
-    return results
-
-
 def test_blocks_that_cut_runs_give_each_sample_its_bits() -> None:
     """The pool hands out blocks ``[first, last)`` that cut runs anywhere: the same bits as the
     whole batch in one block, and as each sample alone; no frames and an empty target give 0,
@@ -183,17 +156,17 @@ def test_blocks_that_cut_runs_give_each_sample_its_bits() -> None:
 
 PROGRAM = """
 import numpy as np
-from tests.test_lanes import lane_losses
+from support.lanes import lane_losses
 for losses in lane_losses(0, 100):
     print(" ".join(value.hex() for value in losses))
 """
 
 
 def test_lanes_stay_within_their_arrays(tmp_path: Path) -> None:
-    """Compiled with numba's bounds checking, every run of :func:`lane_batches` indexes only
-    inside its arrays (numba checks no index otherwise), and gives the same bits."""
+    """Compiled with numba's bounds checking, every run of :func:`support.lanes.lane_batches`
+    indexes only inside its arrays (numba checks no index otherwise), and gives the same bits."""
     root = Path(__file__).resolve().parents[1]
-    path = os.pathsep.join([str(root), str(root / "tests")])  # tests.test_lanes, and the oracle it imports
+    path = os.pathsep.join([str(root), str(root / "tests")])  # this checkout's ctcop, and support.lanes
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": path}
     done = subprocess.run(
         [sys.executable, "-c", PROGRAM], env=env, cwd=root, capture_output=True, text=True, timeout=1800

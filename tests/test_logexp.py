@@ -8,7 +8,7 @@ import mpmath
 import numba
 import numpy as np
 import pytest
-from oracle import path_sum
+from support.oracle import path_sum
 
 import ctcop
 from ctcop.core import logexp

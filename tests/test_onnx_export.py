@@ -5,8 +5,8 @@ import onnx
 import onnxruntime
 import openvino
 import pytest
-from models import onnx_acoustic_model as acoustic_model
-from runtime_check import SATURATED, assert_close_to_reference, assert_runtime_matches, run
+from support.models import onnx_acoustic_model as acoustic_model
+from support.runtime_check import SATURATED, assert_close_to_reference, assert_runtime_matches, run
 
 import ctcop
 from ctcop.conformance.cases import edge_cases, random_cases

@@ -16,7 +16,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from registered import reproduces
+from support.registered import reproduces
 
 
 def _model(

@@ -12,10 +12,10 @@ import numpy as np
 import onnx
 import pytest
 from hypothesis import given, settings
-from models import onnx_acoustic_model
 from onnx.reference import ReferenceEvaluator
-from test_onnx_tools import hostile_batch, run_onnxruntime, run_tract, tract_outputs
-from test_onnx_total import Batch, batches
+from support.models import onnx_acoustic_model
+from support.onnx_batches import Batch, batches, hostile_batch
+from support.onnx_runs import run_onnxruntime, run_tract, tract_outputs
 
 import ctcop
 from ctcop.onnx import attach_onnx, function, onnx_model

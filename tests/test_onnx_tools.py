@@ -5,16 +5,15 @@ sample with no frames."""
 
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime
 import pytest
-from models import onnx_acoustic_model
 from onnx import version_converter
 from onnx.reference import ReferenceEvaluator
+from support.models import onnx_acoustic_model
+from support.onnx_batches import hostile_batch
+from support.onnx_runs import run_onnxruntime, run_tract
 
 import ctcop
 from ctcop.onnx import onnx_model
@@ -26,49 +25,11 @@ tract = pytest.importorskip("tract")
 ATTRIBUTES = [{}, {"merge_repeated": False}, {"preprocess_collapse_repeated": True}]
 
 
-def hostile_batch() -> dict[str, np.ndarray]:
-    """T = 6, N = 6, C = 5: a plain target, an empty one, one longer than its frames, one whose
-    repeats make it infeasible, pads inside a row, and a sample with no frames."""
-    frames = np.array([6, 6, 2, 2, 6, 0])
-    rng = np.random.default_rng(5)
-    labels = np.full((6, 6), -1, np.int64)
-    labels[0, :3] = [0, 1, 2]
-    labels[2, :3] = [0, 1, 2]
-    labels[3, :2] = [1, 1]
-    labels[4, [0, 2, 5]] = [3, 3, 0]
-    labels[5, 0] = 1
-    return {
-        "inputs": (rng.normal(size=(6, 6, 5)) * 2.0).astype(np.float32),
-        "sequence_mask": (np.arange(6)[:, None] < frames[None, :]).astype(np.int32),
-        "labels": labels,
-    }
-
-
 def assert_reference(got: np.ndarray, feeds: dict[str, np.ndarray], attributes: dict, where: str) -> None:
     expected = ctcop.ctc_loss(feeds["inputs"], feeds["sequence_mask"], feeds["labels"], **attributes)
     infeasible = [2, 3, 5] if attributes == {} else [2, 5]  # [1, 1] in 2 frames needs merge_repeated off
     assert np.isinf(expected).sum() == len(infeasible) and np.isinf(expected[infeasible]).all(), where
     np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=1e-5, atol=1e-6, err_msg=where)
-
-
-def tract_outputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Every output of ``model`` that tract computes from ``inputs``, in the graph's order (its
-    Python API loads a model from a file)."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "model.onnx"
-        onnx.save(model, path)
-        runnable = tract.onnx().load(str(path)).into_model().into_runnable()
-    return [output.to_numpy() for output in runnable.run(inputs)]
-
-
-def run_tract(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
-    """tract's loss for ``feeds``."""
-    return tract_outputs(model, [feeds["inputs"], feeds["sequence_mask"], feeds["labels"]])[0]
-
-
-def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)[0]
 
 
 @pytest.mark.parametrize("attributes", ATTRIBUTES, ids=["default", "no_merge", "collapse"])

@@ -15,16 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
+from support.onnx_batches import EXTREME_LABELS, Batch, batches, random_inputs, random_labels, random_mask
 
 import ctcop
 from ctcop.conformance.runtimes import RUNTIMES
 from ctcop.tolerance import compare
 
 TOTAL = ["onnxruntime", "onnx-reference"]
-INT64 = np.iinfo(np.int64)
 Arrays = tuple[NDArray[np.floating], NDArray[np.integer], NDArray[np.integer]]
-Batch = tuple[NDArray[np.floating], NDArray[np.integer], NDArray[np.integer], dict[str, bool]]
-EXTREME_LABELS = [10**9, -(10**9), int(INT64.max), int(INT64.min)]
 
 
 def expect_total(
@@ -197,66 +195,6 @@ def test_extreme_mask_values_make_their_sample_nan(runtime: str, dtype: str, val
 
 # -- fuzzing against ctc_loss_or_nan ----------------------------------------------------------------
 
-SPECIAL_LOGITS = [np.nan, np.inf, -np.inf, 100.0]
-FAULTY_LABELS: list[int | str] = [-3, -2, "blank", "C", "C+1", "C+2", *EXTREME_LABELS]
-
-
-def _faulty_label(rng: np.random.Generator, classes: int) -> int:
-    choice = FAULTY_LABELS[int(rng.integers(len(FAULTY_LABELS)))]
-    named = {"blank": classes - 1, "C": classes, "C+1": classes + 1, "C+2": classes + 2}
-    return named[choice] if isinstance(choice, str) else choice
-
-
-def _mask(rng: np.random.Generator, frames: int, batch: int) -> np.ndarray:
-    """Prefix columns; about a third of them broken by a gap or a value 2 / -1."""
-    mask = (np.arange(frames)[:, None] < rng.integers(0, frames + 1, size=batch)[None, :]).astype(np.int64)
-    for i in range(batch):
-        if frames and rng.random() < 0.35:
-            mask[int(rng.integers(frames)), i] = int(rng.choice([0, 1, 2, -1]))
-    return mask
-
-
-def _labels(rng: np.random.Generator, frames: int, batch: int, classes: int) -> np.ndarray:
-    """Labels in [0, C-2] with pads anywhere; about a third of the rows hold one faulty value."""
-    valid = rng.integers(0, max(classes - 1, 1), size=(batch, frames))
-    labels = np.where((rng.random((batch, frames)) < 0.5) | (classes < 2), -1, valid)
-    for i in range(batch):
-        if frames and rng.random() < 0.35:
-            labels[i, int(rng.integers(frames))] = _faulty_label(rng, classes)
-    return labels
-
-
-def _inputs(rng: np.random.Generator, frames: int, batch: int, classes: int, dtype: str) -> np.ndarray:
-    inputs = rng.normal(size=(frames, batch, classes)) * 3.0
-    if inputs.size and rng.random() < 0.3:
-        inputs.flat[int(rng.integers(inputs.size))] = SPECIAL_LOGITS[int(rng.integers(len(SPECIAL_LOGITS)))]
-    return inputs.astype(dtype)
-
-
-def _misshaped(rng: np.random.Generator, array: np.ndarray, fill: int) -> np.ndarray:
-    """``array`` with one axis one longer or one shorter."""
-    axis = int(rng.integers(2))
-    shape = list(array.shape)
-    shape[axis] = max(shape[axis] + int(rng.choice([-1, 1])), 0)
-    out = np.full(shape, fill, array.dtype)
-    common = tuple(slice(0, min(a, b)) for a, b in zip(array.shape, shape, strict=True))
-    out[common] = array[common]
-    return out
-
-
-@st.composite
-def batches(draw: st.DrawFn, misshape: bool = True) -> Batch:
-    """(inputs, mask, labels, attributes): T 0..6, N 1..4, C 1..40, float32 or float64."""
-    frames, batch, classes = draw(st.integers(0, 6)), draw(st.integers(1, 4)), draw(st.integers(1, 40))
-    dtype = draw(st.sampled_from(["float32", "float64"]))
-    attributes = {"preprocess_collapse_repeated": draw(st.booleans()), "merge_repeated": draw(st.booleans())}
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    inputs = _inputs(rng, frames, batch, classes, dtype)
-    mask, labels = _mask(rng, frames, batch), _labels(rng, frames, batch, classes)
-    if misshape and draw(st.integers(0, 9)) == 0:
-        mask, labels = (_misshaped(rng, mask, 1), labels) if rng.random() < 0.5 else (mask, _misshaped(rng, labels, 0))
-    return inputs, mask, labels, attributes
-
 
 @settings(max_examples=100)
 @given(batches())
@@ -286,9 +224,9 @@ def test_another_sample_never_changes_a_result_bit_for_bit(case: Batch, seed: in
     rng = np.random.default_rng(seed)
     j = int(rng.integers(batch))
     other_inputs, other_mask, other_labels = inputs.copy(), mask.copy(), labels.copy()
-    other_inputs[:, j] = _inputs(rng, frames, 1, classes, inputs.dtype.name)[:, 0]
-    other_mask[:, j] = _mask(rng, frames, 1)[:, 0]
-    other_labels[j] = _labels(rng, frames, 1, classes)[0]
+    other_inputs[:, j] = random_inputs(rng, frames, 1, classes, inputs.dtype.name)[:, 0]
+    other_mask[:, j] = random_mask(rng, frames, 1)[:, 0]
+    other_labels[j] = random_labels(rng, frames, 1, classes)[0]
     runtime = RUNTIMES["onnxruntime"]
     before = runtime(inputs, mask, labels, **attributes)
     after = runtime(other_inputs, other_mask, other_labels, **attributes)

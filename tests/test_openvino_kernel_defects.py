@@ -16,8 +16,8 @@ import numpy as np
 import openvino
 import openvino.opset15 as ops
 import pytest
-from registered import reproduces
-from runtime_check import FLOAT32_MAX
+from support.registered import reproduces
+from support.runtime_check import FLOAT32_MAX
 
 from ctcop.conformance.cases import edge_cases
 from ctcop.conformance.runtimes import RUNTIMES

@@ -4,8 +4,8 @@ import itertools
 
 import numpy as np
 import pytest
-from cases import random_openvino_case
-from oracle import openvino_loss, time_major_loss
+from support.cases import random_openvino_case
+from support.oracle import openvino_loss, time_major_loss
 
 import ctcop
 from ctcop.conformance.cases import random_case

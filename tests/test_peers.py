@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 import pytest
-from registered import reproduces
+from support.registered import reproduces
 
 from ctcop.conformance import corpus, known, verdict
 from ctcop.conformance.case import Case

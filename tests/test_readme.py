@@ -139,7 +139,7 @@ def batch() -> dict[str, np.ndarray]:
 def user_files(folder: Path) -> None:
     """The files the README's shell blocks name, as a user would have them."""
     import onnx
-    from models import onnx_acoustic_model
+    from support.models import onnx_acoustic_model
 
     onnx.save(onnx_acoustic_model(), str(folder / "asr.onnx"))
     native_ir(folder / "asr.xml")
@@ -239,8 +239,8 @@ def test_the_torch_example_exports(tmp_path, monkeypatch) -> None:
     """The PyTorch block, with a small model whose forward calls ``F.ctc_loss`` and a batch for it:
     the ONNX model it writes computes PyTorch's loss."""
     import onnxruntime
-    from torch_models import CONFIGS, LossModel
-    from torch_models import batch as torch_batch
+    from support.torch_models import CONFIGS, LossModel
+    from support.torch_models import batch as torch_batch
 
     model = LossModel(CONFIGS[:1]).eval()
     given = torch_batch(seed=1, n=3, frames=10, concatenated=False)
@@ -359,7 +359,7 @@ def test_the_export_docs_blocks_run(tmp_path, monkeypatch) -> None:
     with a ``logits`` output), then its Python blocks on the files they wrote."""
     import onnx
     import openvino
-    from models import onnx_acoustic_model, openvino_acoustic_model
+    from support.models import onnx_acoustic_model, openvino_acoustic_model
 
     onnx.save(onnx_acoustic_model(), str(tmp_path / "asr.onnx"))
     openvino.save_model(openvino_acoustic_model(), str(tmp_path / "asr.xml"))

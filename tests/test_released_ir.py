@@ -12,7 +12,7 @@ import numpy as np
 import openvino
 import openvino.opset15 as ops
 import pytest
-from runtime_check import FLOAT32_MAX, SATURATED
+from support.runtime_check import FLOAT32_MAX, SATURATED
 
 import ctcop
 from ctcop.attributes import Attributes

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from runtime_check import assert_case_matches
+from support.runtime_check import assert_case_matches
 
 import ctcop
 from ctcop.attributes import Attributes

@@ -23,7 +23,8 @@ from ctcop.conformance.result import REPORTED, Raised, Result, from_dict, to_dic
 from ctcop.core.precompile import precompile
 from ctcop.tolerance import Mismatch, allowance, describe
 
-BAD = f"{Path(__file__).with_name('bad_runtimes.py')}:BAD"
+BAD_FILE = Path(__file__).parent / "support" / "bad_runtimes.py"
+BAD = f"{BAD_FILE}:BAD"
 SMALL = "spec/hand_worked/*,spec/empty_targets/*"  # 8 cases, 4 of them with an empty target
 WRONG = "reference,blank-off-by-one,probabilities,abort,bad-gradient"
 CASES = {case.id: case for case in corpus.load_all()}
@@ -405,7 +406,7 @@ def test_failure_classes_name_the_spec_section_not_a_registered_id() -> None:
 
 
 def test_runtime_modules_take_objects_lists_and_callables(tmp_path) -> None:
-    path = Path(__file__).with_name("bad_runtimes.py")
+    path = BAD_FILE
     assert [r.name for r in registry.load_module(f"{path}:make")] == ["noise"]
     assert [r.name for r in registry.load_module(f"{path}:BAD")][:2] == ["blank-off-by-one", "probabilities"]
     assert [r.name for r in registry.load_module(f"{path}:Noise")] == ["noise"]  # a class: called
@@ -449,13 +450,15 @@ def test_entry_points_of_the_group_are_runtimes(tmp_path, monkeypatch) -> None:
     info = tmp_path / "ctcop_fake_plugin-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctcop-fake-plugin\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[ctcop.runtimes]\nnoisy = bad_runtimes:make\nbroken = no_such_plugin_x:y\n")
+    (info / "entry_points.txt").write_text(
+        "[ctcop.runtimes]\nnoisy = support.bad_runtimes:make\nbroken = no_such_plugin_x:y\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     entries = {entry.name: entry for entry in registry.discover()}
     assert entries["noise"].available is None and entries["noise"].origin.startswith("entry point noisy")
     assert entries["broken"].available is not None and "ModuleNotFoundError" in entries["broken"].available
     with pytest.raises(registry.RegistryError, match="runtime 'noise' comes from both"):
-        registry.discover([f"{Path(__file__).with_name('bad_runtimes.py')}:make"])
+        registry.discover([f"{BAD_FILE}:make"])
 
 
 def test_a_worker_finds_its_runtime_by_name_without_asking_the_others() -> None:

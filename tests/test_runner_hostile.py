@@ -24,7 +24,7 @@ from ctcop.conformance.case import Case
 from ctcop.conformance.result import Result
 
 HERE = Path(__file__).parent
-BAD_FILE = HERE / "bad_runtimes.py"
+BAD_FILE = HERE / "support" / "bad_runtimes.py"
 RANDOM = "spec/random_1*/float32"  # 10 cases whose labels are padded with -1
 HANG_S = 300
 

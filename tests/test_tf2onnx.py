@@ -16,7 +16,7 @@ tf = pytest.importorskip("tensorflow")
 tf2onnx = pytest.importorskip("tf2onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from test_tf_bridge import CASES, EMPTY, FEATURES, INDICES, LENGTHS, VALUES, C, F, SparseModel, compiled  # noqa: E402
+from support.tf_models import CASES, EMPTY, FEATURES, INDICES, LENGTHS, VALUES, C, F, SparseModel, compiled  # noqa: E402
 
 from ctcop.errors import InvalidInputError  # noqa: E402
 from ctcop.onnx import DOMAIN, OP_TYPE  # noqa: E402
@@ -32,7 +32,7 @@ SPARSE = [
 
 
 class DynamicModel(SparseModel):  # type: ignore[misc]
-    """:class:`test_tf_bridge.SparseModel` (the same Dense layer and weights) at any batch and time."""
+    """:class:`support.tf_models.SparseModel` (the same Dense layer and weights) at any batch and time."""
 
     @tf.function(input_signature=SPARSE)  # type: ignore[untyped-decorator]
     def __call__(self, features: Any, indices: Any, values: Any, sequence_length: Any) -> Any:

@@ -15,43 +15,26 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 ov = pytest.importorskip("openvino")
 
+from support.tf_models import (  # noqa: E402
+    CASES,
+    EMPTY,
+    F32,
+    FEATURES,
+    INDICES,
+    LENGTHS,
+    SPARSE,
+    VALUES,
+    C,
+    N,
+    SparseModel,
+    T,
+    compiled,
+)
+
 from ctcop.process.workers import Lost, call  # noqa: E402
 from ctcop.tf import ctc_loss, redirect_ctc_loss, reference_loss, tensorflow_extensions  # noqa: E402
 from ctcop.tf.gradient import GRADIENT_REFUSED  # noqa: E402
 from ctcop.tf.semantics import TfCtcCall  # noqa: E402
-
-T, N, F, C = 6, 3, 5, 4
-F32 = {"INFERENCE_PRECISION_HINT": "f32"}
-SPARSE = [
-    tf.TensorSpec([T, N, F], tf.float32, "features"),
-    tf.TensorSpec([None, 2], tf.int64, "indices"),
-    tf.TensorSpec([None], tf.int32, "values"),
-    tf.TensorSpec([N], tf.int32, "sequence_length"),
-]
-FEATURES = np.random.default_rng(7).normal(size=(T, N, F)).astype(np.float32)
-INDICES = np.array([[0, 0], [0, 1], [1, 0], [1, 1], [1, 2], [2, 0]], np.int64)
-VALUES = np.array([0, 1, 2, 2, 1, 0], np.int32)
-LENGTHS = np.array([6, 5, 3], np.int32)
-
-
-class SparseModel(tf.Module):  # type: ignore[misc]
-    """A Dense layer feeding ``tf.compat.v1.nn.ctc_loss`` with SparseTensor labels."""
-
-    def __init__(self, ignore_longer: bool) -> None:
-        super().__init__()
-        self.dense = tf.keras.layers.Dense(C, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=3))
-        self.dense.build((None, F))
-        self.ignore_longer = ignore_longer
-
-    def logits(self, features: Any) -> Any:
-        return self.dense(features)
-
-    @tf.function(input_signature=SPARSE)  # type: ignore[untyped-decorator]
-    def __call__(self, features: Any, indices: Any, values: Any, sequence_length: Any) -> Any:
-        labels = tf.SparseTensor(indices, values, [N, T])
-        return tf.compat.v1.nn.ctc_loss(
-            labels, self.logits(features), sequence_length, ignore_longer_outputs_than_inputs=self.ignore_longer
-        )
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +47,6 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, tuple[SparseMo
         tf.saved_model.save(model, str(path))
         found[ignore] = (model, path)
     return found
-
-
-def compiled(model: Any) -> Any:
-    return ov.compile_model(ov.convert_model(model, extension=tensorflow_extensions()), "CPU", F32)
 
 
 def fed(model: Any, *inputs: np.ndarray) -> np.ndarray:
@@ -84,23 +63,6 @@ def test_the_saved_model_holds_the_op_and_converts_to_tensorflows_loss(saved: di
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
-EMPTY = (INDICES[:-1], VALUES[:-1], LENGTHS)  # sample 2 has no label
-TOO_LONG = (INDICES, VALUES, np.array([6, 2, 3], np.int32))  # sample 1: 3 labels, 2 frames
-REPEATS = (np.array([[0, 0], [0, 1], [1, 0], [2, 0]]), np.array([1, 1, 2, 0], np.int32), np.array([2, 5, 3], np.int32))
-CASES = {
-    "empty target": (EMPTY, {}),
-    "too long": (TOO_LONG, {}),
-    "too long, ignored": (TOO_LONG, {"ignore": True}),
-    "repeats need a blank": (REPEATS, {}),
-    "row index out of range": ((np.array([[0, 0], [7, 0]]), VALUES[:2], LENGTHS), {}),
-    "row index past int32": ((np.array([[0, 0], [2**40, 0]]), VALUES[:2], LENGTHS), {}),
-    "indices out of order": ((INDICES[::-1].copy(), VALUES[::-1].copy(), LENGTHS), {}),
-    "negative label": ((INDICES, np.array([0, 1, -1, 2, 1, 0], np.int32), LENGTHS), {}),
-    "label is the blank": ((INDICES, np.array([0, 1, 3, 2, 1, 0], np.int32), LENGTHS), {}),
-    "sequence_length beyond T": ((INDICES, VALUES, np.array([6, 9, 3], np.int32)), {}),
-    "values shorter than indices": ((INDICES, VALUES[:4], LENGTHS), {}),
-    "no labels at all": ((np.zeros((0, 2), np.int64), np.zeros(0, np.int32), LENGTHS), {}),
-}
 EXPECTED = {
     "empty target": "number",
     "too long": [None, "nan", None],

@@ -3,9 +3,9 @@
 Every exported or converted model is compared with PyTorch's own losses by the suite's float32
 rule (ctcop.tolerance.compare: relative 1e-5, absolute 1e-4 near zero, +inf/NaN exactly), on the
 export's batch and on two batches of other N and T (the exported dimensions are dynamic). The
-model (tests/torch_models.py) covers every reduction, zero_infinity on and off, blank 0 and C-1,
-padded and concatenated targets, variable lengths, an empty and an infeasible target, -inf
-log-probabilities and unnormalised ones, and four ways of calling the loss.
+model (tests/support/torch_models.py) covers every reduction, zero_infinity on and off, blank 0
+and C-1, padded and concatenated targets, variable lengths, an empty and an infeasible target,
+-inf log-probabilities and unnormalised ones, and four ways of calling the loss.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import onnx  # noqa: E402
 import onnxruntime  # noqa: E402
 import openvino  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from support.torch_models import CLASSES, CONFIGS, FEW_CONFIGS, INPUT_NAMES, Batch, LossModel, batch, log_probs_for  # noqa: E402
 from torch import nn  # noqa: E402
-from torch_models import CLASSES, CONFIGS, FEW_CONFIGS, INPUT_NAMES, Batch, LossModel, batch, log_probs_for  # noqa: E402
 
 import ctcop  # noqa: E402
 import ctcop.torch  # noqa: E402

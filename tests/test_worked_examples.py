@@ -5,7 +5,7 @@ import math
 import numba
 import numpy as np
 import pytest
-from oracle import decode_path
+from support.oracle import decode_path
 
 import ctcop
 from ctcop import canonical

@@ -1,4 +1,5 @@
-"""Deliberately wrong runtimes for the runner's tests (``--runtime-module tests/bad_runtimes.py:BAD``).
+"""Deliberately wrong runtimes for the runner's tests
+(``--runtime-module tests/support/bad_runtimes.py:BAD``).
 
 Each follows the protocol of :mod:`ctcop.conformance.protocol` on spec-form cases (released-form
 cases are :class:`Unsupported`) and is wrong in one known way.

@@ -1,6 +1,6 @@
 """Two runtimes of one name for ``ctcop conformance-diff``'s tests: the reference, and the reference
-with the loss of one case shifted (``--runtime-module tests/diff_runtimes.py:SHIFTED``), so that two
-reports differ in exactly that result."""
+with the loss of one case shifted (``--runtime-module tests/support/diff_runtimes.py:SHIFTED``), so
+that two reports differ in exactly that result."""
 
 from __future__ import annotations
 
