@@ -28,11 +28,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import openvino
-import openvino.opset4 as opset4
-import openvino.opset15 as ops
 import pytest
 from onnx import helper
+from support.eval_files import released_ir
 from support.fuzz_strategies import LONG, examples
 from support.models import onnx_acoustic_model
 
@@ -49,21 +47,6 @@ Files = dict[str, bytes]
 # -- the sources -------------------------------------------------------------------------------------
 
 
-def released_ir(path: Path) -> None:
-    """features [N, T, 6] -> MatMul -> Add -> CTCLoss-4 (blank_index Constant 0, unique)."""
-    rng = np.random.default_rng(3)
-    features = ops.parameter([N, T, FEATURES], np.float32, name="features")
-    lengths = [ops.parameter([N], np.int32, name=name) for name in ("logit_length", "label_length")]
-    labels = ops.parameter([N, T], np.int32, name="labels")
-    for node in (features, labels, *lengths):
-        node.output(0).get_tensor().set_names({node.get_friendly_name()})
-    weights = ops.constant(rng.normal(size=(FEATURES, C)).astype(np.float32))
-    logits = ops.add(ops.matmul(features, weights, False, False), ops.constant(rng.normal(size=C).astype(np.float32)))
-    loss = opset4.ctc_loss(logits, lengths[0], labels, lengths[1], ops.constant(np.int32(0)), unique=True)
-    loss.set_friendly_name("ctc_loss_0")
-    openvino.save_model(openvino.Model([ops.result(loss)], [features, lengths[0], labels, lengths[1]]), str(path))
-
-
 def attached_inputs(path: Path) -> None:
     rng = np.random.default_rng(2)
     mask = (np.arange(T)[:, None] < np.array([8, 5, 2])[None, :]).astype(np.int32)
@@ -75,7 +58,7 @@ def attached_inputs(path: Path) -> None:
 
 def build_sources(folder: Path) -> dict[str, tuple[Files, list[str]]]:
     """name -> (files, extra eval arguments)."""
-    released_ir(folder / "released.xml")
+    released_ir(folder / "released.xml", blank_zero_unique=True)  # blank_index Constant 0, unique
     save_ir(ir_model(form="custom", dims=(T, N, C)), str(folder / "custom.xml"))
     save_onnx(onnx_model(dims=(T, N, C)), str(folder / "op.onnx"))
     save_onnx(attach_onnx(onnx_acoustic_model(), "logits"), str(folder / "attached.onnx"))
