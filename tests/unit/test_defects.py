@@ -8,12 +8,13 @@ import json
 import re
 from pathlib import Path
 
+from support.paths import ROOT, TESTS
+
 from ctcop import defects
 from ctcop.conformance import corpus
 from ctcop.conformance.peers import PEERS
 from ctcop.conformance.runtimes import RUNTIMES
 
-ROOT = Path(__file__).resolve().parent.parent
 CONSTRAINTS = ROOT / ".ci" / "constraints.txt"
 
 
@@ -69,7 +70,7 @@ def test_conformance_defects_list_cases_that_exist_for_the_runtimes_they_name() 
 
 def _test_sources() -> str:
     here = Path(__file__).resolve()
-    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(here.parent.rglob("*.py")) if p != here)
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(TESTS.rglob("*.py")) if p != here)
 
 
 def test_every_defect_outside_the_conformance_suite_has_a_test() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.paths import SUPPORT
 
 from ctcop.conformance import classes, corpus, expected, junit, known, registry, report, runner, shard, suite, verdict
 from ctcop.conformance.protocol import Outcome
@@ -23,7 +24,7 @@ from ctcop.conformance.result import REPORTED, Raised, Result, from_dict, to_dic
 from ctcop.core.precompile import precompile
 from ctcop.tolerance import Mismatch, allowance, describe
 
-BAD_FILE = Path(__file__).parent / "support" / "bad_runtimes.py"
+BAD_FILE = SUPPORT / "bad_runtimes.py"
 BAD = f"{BAD_FILE}:BAD"
 SMALL = "spec/hand_worked/*,spec/empty_targets/*"  # 8 cases, 4 of them with an empty target
 WRONG = "reference,blank-off-by-one,probabilities,abort,bad-gradient"

@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 from support.diff_runtimes import SHIFTED_CASE
+from support.paths import SUPPORT
 
 from ctcop import cli
 from ctcop.conformance import corpus, diff, report
 from ctcop.conformance.result import Raised, Result
 from ctcop.tolerance import Mismatch
 
-RUNTIMES = Path(__file__).parent / "support" / "diff_runtimes.py"
+RUNTIMES = SUPPORT / "diff_runtimes.py"
 HAND_WORKED = "spec/hand_worked/*"
 CASES = {case.id: case for case in corpus.load_all()}
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from support.lanes import lane_losses
 from support.oracle import openvino_loss, time_major_loss
+from support.paths import ROOT
 
 import ctcop
 from ctcop.core import lanes
@@ -165,7 +166,7 @@ for losses in lane_losses(0, 100):
 def test_lanes_stay_within_their_arrays(tmp_path: Path) -> None:
     """Compiled with numba's bounds checking, every run of :func:`support.lanes.lane_batches`
     indexes only inside its arrays (numba checks no index otherwise), and gives the same bits."""
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     path = os.pathsep.join([str(root), str(root / "tests")])  # this checkout's ctcop, and support.lanes
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": path}
     done = subprocess.run(

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.paths import SUPPORT
 
 from ctcop.conformance import corpus, expected, registry, report, runner, shard, verdict
 from ctcop.conformance.case import Case
 from ctcop.conformance.result import Result
 
-HERE = Path(__file__).parent
-BAD_FILE = HERE / "support" / "bad_runtimes.py"
+BAD_FILE = SUPPORT / "bad_runtimes.py"
 RANDOM = "spec/random_1*/float32"  # 10 cases whose labels are padded with -1
 HANG_S = 300
 

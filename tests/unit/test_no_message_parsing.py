@@ -12,11 +12,11 @@ words (an upstream library's exception text, ``Raised.text``) are not ctcop's me
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
-PACKAGE = Path(__file__).resolve().parent.parent / "ctcop"
+PACKAGE = ROOT / "ctcop"
 MATCHERS = {"search", "match", "fullmatch", "findall", "finditer", "sub", "subn"}
 SUBSTRING = {"startswith", "endswith", "find", "rfind", "index", "rindex", "count", "partition", "rpartition"}
 MESSAGE_FIELDS = {"message", "error"}

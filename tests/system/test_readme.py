@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.paths import ROOT
 
 import ctcop
 from ctcop import cli
 
-ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 INSTALL, SUITE, CTCOP = "install", "test suite", "ctcop"

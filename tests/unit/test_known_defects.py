@@ -7,15 +7,13 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
 from ctcop import defects
 from ctcop.conformance import expected, junit, known, remeasure, report
 from ctcop.conformance.result import Result, to_dict
-
-ROOT = Path(__file__).resolve().parent.parent
 
 DOCUMENT = {
     "schema": defects.SCHEMA,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.paths import ROOT
 
 from ctcop.process import workers
 from ctcop.process.workers import Failed, ForkServer, Lost, Worker, call
@@ -285,7 +286,7 @@ time.sleep(3600)
 
 def test_a_forked_worker_dies_when_its_caller_is_killed(tmp_path: Path) -> None:
     marker = tmp_path / "grandchild"
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     caller = subprocess.Popen(
         [sys.executable, "-c", KILLED_WITH_A_BUSY_WORKER, str(marker)],
         env=python_path(root, root / "tests"),
