@@ -4,7 +4,7 @@ Written to be read beside the spec, not to be fast: one sample at a time, every 
 operations over the S = 2L + 1 states of the lattice (4.5), all in float64 log space. The rules on
 the inputs (sections 3 and 7) are not restated here: the batch functions take each sample's frame
 count and processed target from :mod:`ctcop.canonical`, as ``ctcop.ctc_loss`` does. The compiled
-kernels are held to this form by ``tests/test_forward_backward.py``.
+kernels are held to this form by ``tests/unit/test_forward_backward.py``.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ _DIGEST = hashlib.sha256(b"".join(path.read_bytes() for path in _CORE)).hexdiges
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"ctcop-numba-{_DIGEST}"))
 
 # TensorFlow 2.21 and Triton (torch's dependency, imported by torch.export) segfault in one process
-# when Triton is imported second; tests/test_peers.py imports TensorFlow before
-# tests/test_torch_export.py exports, so Triton is loaded first here when it is installed.
+# when Triton is imported second; tests/integration/tf/test_peers_tf.py imports TensorFlow before
+# tests/integration/torch/test_torch_export.py exports, so Triton is loaded first here when it is
+# installed.
 with contextlib.suppress(ImportError):
     import triton.runtime.autotuner  # noqa: F401
 
@@ -54,6 +55,24 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["CTCOP_FUZZ"] = "long"
     if os.environ.get("CTCOP_FUZZ") == "long":
         settings.load_profile("fuzz-long")
+
+
+TIERS = ("unit", "integration", "system")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test's tier is its folder: ``unit``, ``integration`` (and its framework's subfolder:
+    ``torch``, ``tf``, ``jax``, ``paddle``) or ``system``. ``slow`` is every tier but unit, so the
+    quick loop ``-m "not slow"`` is the unit tier."""
+    for item in items:
+        parts = item.path.relative_to(Path(__file__).parent).parts
+        tier = parts[0]
+        assert tier in TIERS, f"{item.nodeid}: a test module belongs in one of the tier folders {TIERS}"
+        item.add_marker(tier)
+        if tier != "unit":
+            item.add_marker("slow")
+        if tier == "integration":
+            item.add_marker(parts[1])
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ float64 with lane ``r`` of row ``k`` at ``k * LANES + r``.
 Each lane repeats, operation for operation, what :func:`ctcop.core.kernels.frame_normaliser`,
 :func:`ctcop.core.kernels.forward_step` and :func:`ctcop.core.kernels.forward_pass` do for one sample (the
 same reductions in the same order, the same ``exp`` and ``ln``), so a sample's loss has the same
-bits whether it is computed alone or in lanes, whatever its neighbours (``tests/test_lanes.py``).
+bits whether it is computed alone or in lanes, whatever its neighbours (``tests/unit/test_lanes.py``).
 """
 
 from __future__ import annotations

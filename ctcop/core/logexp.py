@@ -11,7 +11,7 @@ polynomials by Estrin's scheme (short dependency chains, so the CPU overlaps a l
   (see :data:`EXACT_BELOW`);
 * :func:`log_normal`: ``ln(v)`` for a positive normal ``v`` within 3 ulp, ``-inf`` for 0.
 
-Both are tested against the C library's in tests/test_logexp.py.
+Both are tested against the C library's in tests/unit/test_logexp.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hypothesis strategies shared by the fuzz tests (tests/test_fuzz_*.py), and their budgets.
+"""Hypothesis strategies shared by the fuzz tests (tests/*/test_fuzz_*.py), and their budgets.
 
 Two profiles (tests/conftest.py picks one): *bounded*, the default, sized so that the whole fuzz
 set adds a few minutes to ``python -m pytest -q``; and *long*, chosen by ``pytest -m fuzz`` or the

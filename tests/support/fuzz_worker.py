@@ -1,4 +1,4 @@
-"""Worker of tests/test_fuzz_graphs.py: one exported graph in one runtime, crash-isolated
+"""Worker of tests/system/test_fuzz_graphs.py: one exported graph in one runtime, crash-isolated
 (:func:`evaluate`, run in a fresh process by :class:`ctcop.process.workers.Worker`).
 
 A request ``{"runtime", "path"}`` names an ``.npz`` (``inputs``, ``sequence_mask``, ``labels`` and

@@ -1,4 +1,4 @@
-"""What the crash-isolated workers of tests/test_isolated.py run (``support.worker_targets:NAME``):
+"""What the crash-isolated workers of tests/system/test_isolated.py run (``support.worker_targets:NAME``):
 an echo, a refusal, an end by a signal or an exit code, a grandchild started and no answer,
 SIGINT sent to itself, and what a worker sees of its process group, path and environment."""
 

@@ -38,7 +38,6 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Co
     return result, json.loads(json_path.read_text()), png_path.read_bytes()
 
 
-@pytest.mark.slow
 def test_the_json_report_has_every_cell_with_finite_positive_times(full_report) -> None:
     result, report, _ = full_report
     assert result.returncode == 0, result.stdout + result.stderr
@@ -62,7 +61,6 @@ def test_the_json_report_has_every_cell_with_finite_positive_times(full_report) 
     assert report["threads"]["ctcop"] == 2
 
 
-@pytest.mark.slow
 def test_every_implementation_agrees_with_ctcop_on_the_bench_inputs(full_report) -> None:
     # The bench checks each cell before timing it; a disagreement is status "wrong" and exit 1.
     result, report, _ = full_report
@@ -71,7 +69,6 @@ def test_every_implementation_agrees_with_ctcop_on_the_bench_inputs(full_report)
     assert "!" not in result.stdout.split("T=150 L=40 C=28", 1)[1].split("wall time")[0]
 
 
-@pytest.mark.slow
 def test_the_table_prints_the_head_a_block_per_shape_and_the_ratios(full_report) -> None:
     result, _, _ = full_report
     out = result.stdout
@@ -89,7 +86,6 @@ def test_the_table_prints_the_head_a_block_per_shape_and_the_ratios(full_report)
     assert result.stderr.count("Traceback") == 0
 
 
-@pytest.mark.slow
 def test_plot_writes_a_png(full_report) -> None:
     _, _, png = full_report
     assert png.startswith(PNG) and len(png) > 10_000
@@ -281,7 +277,6 @@ def test_timing_runs_at_least_repeat_times_and_until_the_minimum_time(monkeypatc
     assert slow == pytest.approx([0.004] * 3)
 
 
-@pytest.mark.slow
 def test_a_cells_time_is_the_median_of_its_passes(tmp_path) -> None:
     # Three passes of at least one run each (repeat 3 over 3 passes): each cell holds three pass
     # medians, its median is theirs, and min and max bound every run of every pass.
@@ -404,7 +399,6 @@ def read_until(process: subprocess.Popen, wanted: str, hang_s: float = 600) -> l
         guard.cancel()
 
 
-@pytest.mark.slow
 def test_an_interruption_exits_130_with_a_partial_report(tmp_path) -> None:
     # N = 1 takes about a second, N = 64 minutes (1000 runs): the signal goes once N = 64 starts.
     out = tmp_path / "b.json"

@@ -1,5 +1,5 @@
 """The conformance suite on the data corpus: its comparison rule, crash isolation, report and exit
-codes, as a user runs it (the runner's own options: tests/test_runner.py)."""
+codes, as a user runs it (the runner's own options: tests/system/test_runner.py)."""
 
 import json
 import re
@@ -83,7 +83,6 @@ def test_the_default_selection_is_the_data_corpus_less_the_scale_cases() -> None
 CHOSEN = "spec/empty_targets/*,spec/infeasible_too_long/*,spec/logits_1e4/*,spec/hand_worked/*"
 
 
-@pytest.mark.slow
 def test_suite_survives_a_crashing_runtime_and_reports_it(tmp_path) -> None:
     out = tmp_path / "outcomes.json"
     args = ("conformance", "--runtimes", "reference,openvino", "--select", CHOSEN, "--json", str(out))
@@ -107,7 +106,6 @@ def test_suite_survives_a_crashing_runtime_and_reports_it(tmp_path) -> None:
     assert "Known defects" not in result.stdout
 
 
-@pytest.mark.slow
 def test_registered_defects_are_xfail_with_their_id_and_the_run_passes(tmp_path) -> None:
     # The same run with the registry applied (the default): every openvino failure above is a
     # registered defect, so the run exits 0 and the table counts them as xfail with their ids.
@@ -134,7 +132,6 @@ def test_registered_defects_are_xfail_with_their_id_and_the_run_passes(tmp_path)
     assert "Failure classes" not in result.stdout
 
 
-@pytest.mark.slow
 def test_exit_codes(tmp_path) -> None:
     assert ctcop_cli("conformance", "--runtimes", "reference", "--select", "hand_worked").returncode == 0
     chosen = ("--runtimes", "openvino", "--select", "spec/logits_1e4/float32")

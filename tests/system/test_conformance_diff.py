@@ -314,7 +314,6 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
-@pytest.mark.slow
 def test_the_one_result_a_runtime_changed_is_the_one_regression(reports: dict[str, Path], tmp_path) -> None:
     out = tmp_path / "diff.json"
     result = ctcop_cli("conformance-diff", reports["faithful"], reports["shifted"], "--json", out)
@@ -334,7 +333,6 @@ def test_the_one_result_a_runtime_changed_is_the_one_regression(reports: dict[st
     )
 
 
-@pytest.mark.slow
 def test_two_runs_of_one_runtime_are_no_change(reports: dict[str, Path]) -> None:
     itself = ctcop_cli("conformance-diff", reports["faithful"], reports["faithful"])
     assert itself.returncode == 0 and itself.stdout.splitlines()[-1] == "no change", itself.stdout + itself.stderr
@@ -343,7 +341,6 @@ def test_two_runs_of_one_runtime_are_no_change(reports: dict[str, Path]) -> None
     assert again.returncode == 0 and again.stdout.splitlines()[-1] == "no change", again.stdout + again.stderr
 
 
-@pytest.mark.slow
 def test_real_reports_of_different_selections_compare_their_common_cases_on_request(reports: dict[str, Path]) -> None:
     refused = ctcop_cli("conformance-diff", reports["fewer"], reports["shifted"])
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
@@ -386,7 +383,6 @@ def test_different_selections_with_no_case_in_common_compare_nothing_and_say_so(
     assert_refused(refused, "nothing was compared")
 
 
-@pytest.mark.slow
 def test_the_report_records_a_runtimes_own_version(tmp_path, monkeypatch, capsys) -> None:
     """A runtime's ``version`` (protocol) is in the --json report's runtimes; one without has null."""
     module = tmp_path / "versioned.py"

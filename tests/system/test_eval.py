@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import openvino
 import pytest
-from support.eval_files import FEATURES, C, N, T, inputs_npz, released_ir
+from support.eval_files import FEATURES, N, T, inputs_npz, released_ir
 from support.models import onnx_acoustic_model
 
 import ctcop
@@ -60,77 +60,6 @@ def native_precision(model_path: str) -> str:
     return str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
 
 
-def tensorflow_model(folder, width: int = 64) -> np.ndarray:
-    """A Keras Dense layer feeding ``tf.compat.v1.nn.ctc_loss`` (sparse labels, time-major), saved as
-    a SavedModel (a tf.Module's tf.function with an input signature), converted by OpenVINO's
-    TensorFlow frontend and written as ``folder/model.xml``, with its inputs in
-    ``folder/inputs.npz``; returns TensorFlow's own loss on them."""
-    import tensorflow as tf
-
-    rng = np.random.default_rng(11)
-    dense = tf.keras.layers.Dense(C)
-    dense.build((None, width))
-    dense.set_weights([rng.normal(size=(width, C)).astype(np.float32) / 4, rng.normal(size=C).astype(np.float32)])
-    signature = [
-        tf.TensorSpec([T, N, width], tf.float32, name="features"),
-        tf.TensorSpec([N], tf.int32, name="sequence_length"),
-        tf.TensorSpec([None, 2], tf.int64, name="label_indices"),
-        tf.TensorSpec([None], tf.int32, name="label_values"),
-        tf.TensorSpec([2], tf.int64, name="label_shape"),
-    ]
-
-    class CTCModel(tf.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.dense = dense
-
-        @tf.function(input_signature=signature)
-        def __call__(self, features, sequence_length, label_indices, label_values, label_shape):
-            labels = tf.SparseTensor(label_indices, label_values, label_shape)
-            return tf.compat.v1.nn.ctc_loss(labels, self.dense(features), sequence_length, time_major=True)
-
-    targets = [[0, 1, 1], [2], [3, 0, 2, 1]]  # the blank is C - 1
-    inputs = {
-        "features": rng.normal(size=(T, N, width)).astype(np.float32),
-        "sequence_length": np.array([8, 6, 7], np.int32),
-        "label_indices": np.array([[i, j] for i, t in enumerate(targets) for j in range(len(t))], np.int64),
-        "label_values": np.array([c for t in targets for c in t], np.int32),
-        "label_shape": np.array([N, max(map(len, targets))], np.int64),
-    }
-    model = CTCModel()
-    tf.saved_model.save(model, str(folder / "saved"))
-    converted = openvino.convert_model(str(folder / "saved"))
-    openvino.save_model(converted, str(folder / "model.xml"), compress_to_fp16=False)
-    np.savez(folder / "inputs.npz", **inputs)
-    return model(**inputs).numpy()
-
-
-@pytest.mark.slow
-def test_eval_of_a_tensorflow_model_compares_at_its_declared_precision(tmp_path) -> None:
-    expected = tensorflow_model(tmp_path)
-    model, inputs = str(tmp_path / "model.xml"), str(tmp_path / "inputs.npz")
-    out = tmp_path / "declared.json"
-    result = ctcop_cli("eval", model, "--inputs", inputs, "--json", str(out))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "precision declared, compiled f32" in result.stdout
-    (layer,) = json.loads(out.read_text())["layers"]
-    assert layer["verdict"] == "agree" and (layer["precision"], layer["compiled_precision"]) == ("declared", "f32")
-    np.testing.assert_allclose(layer["reference"], expected, rtol=1e-5)  # the model's float32 truth
-    # What a deployment computes: the CPU's default precision, read back from OpenVINO.
-    native = native_precision(model)
-    out = tmp_path / "native.json"
-    result = ctcop_cli("eval", model, "--inputs", inputs, "--precision", "native", "--json", str(out))
-    (layer,) = json.loads(out.read_text())["layers"]
-    assert (layer["precision"], layer["compiled_precision"]) == ("native", native), result.stdout
-    if native == "f32":
-        assert layer["verdict"] == "agree", result.stdout
-    else:
-        assert native in ("bf16", "f16") and layer["verdict"] in ("agree", "disagree"), result.stdout
-        if layer["verdict"] == "disagree":
-            assert layer["cause"].startswith(f"runtime ran in {native}"), layer["cause"]
-
-
-@pytest.mark.slow
 def test_a_disagreement_at_a_reduced_native_precision_is_evaluated_at_the_declared_one(tmp_path) -> None:
     # Logits from a wide MatMul of float32 weights: where the CPU's default precision is bfloat16,
     # the model up to the layer and the model up to its loss round them differently.
@@ -167,7 +96,6 @@ def test_precision_cause_says_what_the_declared_precision_showed() -> None:
     )
 
 
-@pytest.mark.slow
 def test_eval_reports_the_d3_defect_with_its_cause(tmp_path) -> None:
     released_ir(tmp_path / "model.xml", shift=200.0)
     inputs_npz(tmp_path / "inputs.npz")
@@ -177,7 +105,6 @@ def test_eval_reports_the_d3_defect_with_its_cause(tmp_path) -> None:
     assert f"cause: {defect('D3').label} — largest logit 2" in result.stdout
 
 
-@pytest.mark.slow
 def test_eval_survives_the_kernel_crash_on_an_empty_target(tmp_path) -> None:
     released_ir(tmp_path / "model.xml", layers=2)
     inputs_npz(tmp_path / "inputs.npz", label_length=(2, 0, 3))
@@ -195,7 +122,6 @@ def test_eval_survives_the_kernel_crash_on_an_empty_target(tmp_path) -> None:
     assert 0 < layers[0]["reference"][1] < np.inf  # the reference of the empty target is a number
 
 
-@pytest.mark.slow
 def test_eval_with_blank_zero_constant_and_unique_and_random_inputs(tmp_path) -> None:
     released_ir(tmp_path / "model.xml", blank_zero_unique=True)
     out = tmp_path / "eval.json"
@@ -207,7 +133,6 @@ def test_eval_with_blank_zero_constant_and_unique_and_random_inputs(tmp_path) ->
     assert listing.returncode == 0 and "blank_index" in listing.stdout and "= 0" in listing.stdout
 
 
-@pytest.mark.slow
 def test_eval_of_a_ctcop_onnx_export_attached_to_a_model(tmp_path) -> None:
     path = tmp_path / "train.onnx"
     save_onnx(attach_onnx(onnx_acoustic_model(), "logits"), str(path))
@@ -315,7 +240,6 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path, setup: str, args: list[str]
     assert message in result.stderr
 
 
-@pytest.mark.slow
 def test_version_and_help() -> None:
     assert ctcop_cli("--version").stdout.strip() == f"ctcop {ctcop.__version__}"
     for command in ("eval", "validate", "export", "conformance", "example"):

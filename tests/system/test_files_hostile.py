@@ -329,7 +329,6 @@ def test_labels_from_an_onnx_initializer_have_its_type(tmp_path, capsys) -> None
     assert re.search(r"labels +int64 +\[2,6\] +from initializer\n", out), out
 
 
-@pytest.mark.slow
 def test_eval_takes_labels_from_an_onnx_initializer(tmp_path, capsys) -> None:
     onnx_with_constant_labels(tmp_path / "model.onnx")
     code, out, err = run(capsys, "eval", tmp_path / "model.onnx")
@@ -339,7 +338,6 @@ def test_eval_takes_labels_from_an_onnx_initializer(tmp_path, capsys) -> None:
 # Outputs are read by name, whatever order a device returns them in.
 
 
-@pytest.mark.slow
 def test_eval_on_a_hetero_device_reads_each_value_by_name(tmp_path, capsys) -> None:
     released_ir(tmp_path / "model.xml")
     inputs_npz(tmp_path / "inputs.npz")
@@ -587,7 +585,6 @@ def test_an_initializer_of_another_type_shadowing_an_input_is_refused(tmp_path, 
     assert_refused(result, "model: shape inference fails: [TypeInferenceError] Inferred elem type differs")
 
 
-@pytest.mark.slow
 def test_a_closed_or_full_stdout_costs_no_report(tmp_path) -> None:
     # Started with stdout closed, the CLI has no sys.stdout to flush; with stdout on a full device
     # the table fails, and eval's --json is written before it.
@@ -621,7 +618,6 @@ def test_export_refuses_to_write_over_the_model_it_attaches_to(tmp_path, capsys,
     assert model.read_bytes() == before
 
 
-@pytest.mark.slow
 def test_a_layer_input_declared_beyond_the_budget_is_an_invalid_layer(tmp_path, capsys) -> None:
     # A 3 KB file can broadcast its logits to gigabytes; the layer is not run.
     x = ops.parameter([1], np.float32, name="x")

@@ -339,7 +339,6 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Files, 
     return build_sources(tmp_path_factory.mktemp("sources"))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("source", ["released_ir", "custom_ir", "onnx_op", "onnx_attached"])
 def test_mutated_files_end_in_exit_0_1_or_2_without_traceback(source: str, sources: dict, tmp_path: Path) -> None:
     files, eval_args = sources[source]

@@ -172,7 +172,6 @@ def check_case(runtime: str, child: Child, case: GraphCase) -> None:
 
 
 @pytest.mark.fuzz
-@pytest.mark.slow
 @pytest.mark.parametrize("runtime", list(RUNTIME_FLOATS))
 def test_exported_graph_is_a_total_function_equal_to_ctc_loss_or_nan(runtime: str, children: dict) -> None:
     child = children[runtime]

@@ -158,7 +158,6 @@ def eval_verdicts(path: str, inputs_path: str, report: str) -> list[dict]:
         return json.load(file)["layers"]
 
 
-@pytest.mark.slow
 def test_eval_agrees_on_the_guarded_model_where_the_native_one_crashes_or_disagrees(tmp_path, capsys) -> None:
     native_ir(tmp_path / "model.xml", blank=0)
     path, _ = guarded(tmp_path, capsys)

@@ -214,7 +214,6 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.slow
 def test_a_runtimes_markup_is_text_and_a_report_renders_again_the_same(hostile_run: Path) -> None:
     text = (hostile_run / "a.html").read_text()
     document = json.loads((hostile_run / "a.json").read_text())
@@ -239,7 +238,6 @@ def browser() -> str:
     pytest.skip(f"no headless browser installed ({', '.join(BROWSERS)}; Debian: apt-get install -y chromium)")
 
 
-@pytest.mark.slow
 def test_chromium_renders_the_page_and_reads_the_reports_matrix(hostile_run: Path) -> None:
     command = [browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={hostile_run / 'profile'}"]
     url = (hostile_run / "a.html").as_uri()

@@ -16,8 +16,6 @@ import numpy as np
 import pytest
 from support.eval_files import inputs_npz, released_ir
 
-pytestmark = pytest.mark.slow  # real ctcop processes, run until the moment to interrupt them
-
 
 def children(pid: int, running: str = "") -> list[int]:
     """Processes whose parent is ``pid`` (read from /proc), only those whose command line holds

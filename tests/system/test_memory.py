@@ -23,7 +23,6 @@ THREADS = 2
 
 pytestmark = [
     pytest.mark.skipif(memory_probe.available() is not None, reason=str(memory_probe.available())),
-    pytest.mark.slow,  # a worker process per measurement, up to 20000 frames
 ]
 
 

@@ -12,7 +12,7 @@ inputs to int32 by wrapping before an integer operator or a custom op sees them 
 so the lowering reads them through a float32 conversion first and the custom form guards its
 layer with stock operators. A child that dies is retried from the next case, and the case that
 killed it fails its test. Float32 logits (float64 models are subject to D4/D5, tested in
-tests/test_ir_export.py), with one test per inference precision hint.
+tests/unit/test_ir_export.py), with one test per inference precision hint.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow  # every form in child processes, on about 250 cases each
 FORMS = {"ir": "openvino-ir", "onnx": "openvino-onnx", "custom": "openvino-custom"}
 INT64 = np.iinfo(np.int64)
 FUZZ_CASES = 100

@@ -193,7 +193,6 @@ def test_the_install_and_test_commands_are_the_ones_ci_runs() -> None:
     assert [kind(command) for command in commands(test_line)] == [INSTALL, INSTALL, SUITE]
 
 
-@pytest.mark.slow
 def test_the_main_job_runs(tmp_path, monkeypatch) -> None:
     """The README's main job, ``ctcop conformance`` on every installed runtime: exit 0."""
     (main_job,) = ctcop_commands(readme_block("sh", "pip install"))
@@ -213,7 +212,6 @@ def test_the_reference_example_prints_the_loss(tmp_path, monkeypatch) -> None:
     assert f"# {loss} twice" in readme_block("python", "ctcop.ctc_loss(")  # the comment shows what it prints
 
 
-@pytest.mark.slow
 def test_the_export_block_writes_every_file(tmp_path, monkeypatch) -> None:
     """Each ``ctcop export`` and ``ctcop guard`` of the README, on a user's ``asr.onnx`` and
     ``asr.xml``: exit 0 and the file it names written."""
@@ -234,7 +232,6 @@ def test_the_export_block_writes_every_file(tmp_path, monkeypatch) -> None:
     assert {i.name for i in trained.graph.input} >= {"features", "sequence_mask", "labels"}
 
 
-@pytest.mark.slow
 def test_the_torch_example_exports(tmp_path, monkeypatch) -> None:
     """The PyTorch block, with a small model whose forward calls ``F.ctc_loss`` and a batch for it:
     the ONNX model it writes computes PyTorch's loss."""
@@ -252,7 +249,6 @@ def test_the_torch_example_exports(tmp_path, monkeypatch) -> None:
     np.testing.assert_allclose(session.run(None, feeds)[0], expected.detach().numpy(), rtol=1e-5)
 
 
-@pytest.mark.slow
 def test_the_command_line_block_runs(tmp_path, monkeypatch) -> None:
     """The README's ``ctcop conformance`` (OpenVINO's native kernel on the released form, its
     registered defects xfail) and ``ctcop eval`` (a user's IR on inputs of a ``batch.npz``)."""
@@ -281,18 +277,18 @@ DOCS: dict[tuple[str, str], str] = {
     ("bench.md", "first call                       T, N, C  cache em"):
         "output of benchmarks/first_call.py measured on another machine, not a command",
     ("conformance.md", "ctcop conformance --runtimes openvino --select rel"):
-        "whole conformance runs, minutes each: the README's block runs the first line, tests/test_conformance.py, "
+        "whole conformance runs, minutes each: the README's block runs the first line, tests/system/test_conformance.py, "
         "test_runner.py and test_conformance_diff.py the options on small selections",
     ("conformance.md", "import numpy as np"): RUN,
     ("conformance.md", "runtime            pass  fail  error  crash  timeo"):
         "output of a run with every peer installed, not a command",
     ("conformance.md", "ctcop conformance --runtimes openvino --json old.j"):
-        "two OpenVINO releases and an install: tests/test_conformance_diff.py compares such reports",
+        "two OpenVINO releases and an install: tests/system/test_conformance_diff.py compares such reports",
     ("conformance.md", "CTCLoss-4 conformance diff: old.json -> new.json ("):
         "output, not a command",
     ("eval.md", "$ ctcop validate asr_ctc.xml            # list the"):
         "a session on the user's models (asr_ctc.xml, guarded.xml, shifted.xml, wide.xml) on an AVX-512-BF16 "
-        "CPU; tests/test_eval.py and tests/test_eval_stages.py run those verdicts",
+        "CPU; tests/system/test_eval.py and tests/unit/test_eval_stages.py run those verdicts",
     ("export.md", "ctcop export -o ctc.onnx --dtype float32 --dims T,"): RUN,
     ("export.md", "from ctcop.onnx import attach_onnx, load_onnx, onn"): RUN,
     ("export.md", "ctcop export --format ir -o ctc.xml --dims T,N,28 "):
@@ -300,16 +296,16 @@ DOCS: dict[tuple[str, str], str] = {
     ("export.md", "from ctcop.openvino import attach_openvino, ir_mod"): RUN,
     ("export.md", "import ctcop, ctcop.torch, openvino"):
         "needs the user's PyTorch model and batch: the README's PyTorch block runs export_onnx, "
-        "tests/test_torch_export.py the rest",
+        "tests/integration/torch/test_torch_export.py the rest",
     ("export.md", 'n, t = torch.export.Dim("N"), torch.export.Dim("T"'):
-        "a fragment on the user's model and args: tests/test_torch_export.py exports with dynamic_shapes",
+        "a fragment on the user's model and args: tests/integration/torch/test_torch_export.py exports with dynamic_shapes",
     ("export.md", "class WithLoss(torch.nn.Module):"):
-        "needs the user's Hugging Face *ForCTC model: tests/test_hf_export.py exports ones built from configs",
-    ("tensorflow.md", "import openvino as ov"): "needs the user's SavedModel: tests/test_tf_bridge.py converts one",
+        "needs the user's Hugging Face *ForCTC model: tests/integration/torch/test_hf_export.py exports ones built from configs",
+    ("tensorflow.md", "import openvino as ov"): "needs the user's SavedModel: tests/integration/tf/test_tf_bridge.py converts one",
     ("tensorflow.md", "import keras, tensorflow as tf"):
-        "a fragment (S, T, C and ov from the block before): tests/test_tf_bridge.py runs it whole",
+        "a fragment (S, T, C and ov from the block before): tests/integration/tf/test_tf_bridge.py runs it whole",
     ("tensorflow.md", "import tf2onnx"):
-        "a fragment (loss_function and spec are the user's): tests/test_tf2onnx.py runs it whole",
+        "a fragment (loss_function and spec are the user's): tests/integration/tf/test_tf2onnx.py runs it whole",
     ("testing.md", "python -m venv /tmp/newer && . /tmp/newer/bin/acti"):
         "installs the newest releases from the network and runs the whole test suite",
 }  # fmt: skip
@@ -353,7 +349,6 @@ def test_the_runtime_protocol_example_runs(tmp_path, monkeypatch) -> None:
     assert judged == ["pass", "pass", "skip"]
 
 
-@pytest.mark.slow
 def test_the_export_docs_blocks_run(tmp_path, monkeypatch) -> None:
     """docs/export.md's shell blocks on a user's ``asr.onnx`` and ``asr.xml`` (an acoustic model
     with a ``logits`` output), then its Python blocks on the files they wrote."""

@@ -79,7 +79,6 @@ def test_what_a_runtime_is_handed_is_fresh_and_read_only() -> None:
     assert first.id == case.id and first.attributes == case.attributes
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_mutating_runtime_leaves_the_others_passing_whatever_the_jobs(tmp_path, jobs: str) -> None:
     out = tmp_path / "out.json"
@@ -136,7 +135,6 @@ def test_no_loss_or_a_complex_loss_is_an_error_that_says_why(value: object, said
     assert (got.status, got.message) == ("error", said)
 
 
-@pytest.mark.slow
 def test_misanswering_runtimes_are_errors_in_the_workers_not_crashes() -> None:
     names = tuple(r.name for r in module_runtimes("MISANSWERING"))
     results: list[Result] = []
@@ -187,7 +185,6 @@ def test_a_runtime_module_that_loads_passes_the_probe() -> None:
         registry.probe(f"{BAD_FILE}:NOTHING", timeout_s=HANG_S)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["segfault", "exit", "hang"])
 def test_conformance_with_a_killing_runtime_module_is_a_usage_error(tmp_path, kind: str) -> None:
     source, said = KILLERS[kind]
@@ -208,7 +205,6 @@ def test_a_runtime_whose_description_or_availability_raises_is_listed_unavailabl
     assert "SystemExit: 3" in str(entries["exiting-available"].available)
 
 
-@pytest.mark.slow
 def test_conformance_lists_a_runtime_whose_listing_raises(tmp_path) -> None:
     out = tmp_path / "out.json"
     result = ctcop("conformance", "--runtime-module", f"{BAD_FILE}:BROKEN_LISTING", "--runtimes", "reference",
@@ -308,7 +304,6 @@ def test_merge_refuses_reports_whose_rows_do_not_add_up(second: dict, said: str)
         report.merge([first, second], ["a.json", "b.json"])
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["deep", "nan", "shard"])
 def test_conformance_merge_refuses_hostile_reports_in_one_line(tmp_path, kind: str) -> None:
     first, second = tmp_path / "a.json", tmp_path / "b.json"
@@ -349,7 +344,6 @@ def full_pipe() -> tuple[int, int]:
     return read, write
 
 
-@pytest.mark.slow
 def test_sigterm_while_the_table_blocks_keeps_the_finished_reports(tmp_path) -> None:
     out, junit = tmp_path / "out.json", tmp_path / "out.xml"
     read, write = full_pipe()
@@ -410,7 +404,6 @@ RUNTIMES = [Surrogate(), Mute(), Chatty()]
 """
 
 
-@pytest.mark.slow
 def test_runtime_text_is_one_printable_line_and_an_unreadable_message_is_an_error(tmp_path: Path) -> None:
     module = tmp_path / "unprintable.py"
     module.write_text(UNPRINTABLE)
@@ -486,7 +479,6 @@ RUNTIMES = [Forker(), Raising(), Writer(), Broadcast()]
 """
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_runtime_that_corrupts_its_worker_leaves_the_others_alone(tmp_path: Path, jobs: str) -> None:
     module = tmp_path / "corrupting.py"

@@ -128,7 +128,6 @@ FORK_WHILE_LOCKED = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
 def test_a_child_forked_while_the_pool_lock_is_held_computes() -> None:
     """The fork handler forgets the pool but not ``_pool_lock``: a child forked while another
     thread is inside set_num_threads (which holds the lock through ``pool.shutdown(wait=True)``)

@@ -27,7 +27,6 @@ EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64":
 SUBNORMAL = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0**-149, "float64": 5e-324}
 
 
-@pytest.mark.slow
 def test_the_checked_in_corpus_is_what_the_generator_writes() -> None:
     command = [sys.executable, "-m", "ctcop.conformance.generate", "--check"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)

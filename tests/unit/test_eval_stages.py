@@ -1,15 +1,15 @@
 """``ctcop eval`` and ``validate`` describe what the model computes: ctcop's lowerings (a guarded
-layer, the released and time-major exports, a converted PyTorch model) are read back as the
-layer they compute, on the values that enter them, with the attributes they were built with;
-the native kernel inside is shown only with ``--kernels`` (spec 13)."""
-
-import json
+layer, the released and time-major exports; a converted PyTorch model in
+tests/integration/torch/test_eval_torch.py) are read back as the layer they compute, on the values
+that enter them, with the attributes they were built with; the native kernel inside is shown only
+with ``--kernels`` (spec 13)."""
 
 import numpy as np
 import openvino
 import openvino.opset4 as opset4
 import openvino.opset15 as ops
 import pytest
+from support.eval_stages import C, N, T, evaluated
 
 import ctcop
 from ctcop import cli
@@ -17,8 +17,6 @@ from ctcop.layers.find import openvino_layers
 from ctcop.openvino import declared_precision_config
 from ctcop.openvino.released import ReleasedInputs, released_loss
 from ctcop.openvino.stage import KERNEL, stages
-
-N, T, C = 3, 8, 5
 
 
 def native_ir(path) -> None:
@@ -53,15 +51,6 @@ def model_output(path: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
     core = openvino.Core()
     compiled = core.compile_model(core.read_model(path), "CPU", declared_precision_config(core, "CPU", "f32"))
     return np.asarray(compiled(inputs)[0])
-
-
-def evaluated(capsys, tmp_path, model: str, inputs: dict[str, np.ndarray], *extra: str) -> tuple[int, list[dict]]:
-    np.savez(tmp_path / "inputs.npz", **inputs)
-    report = str(tmp_path / "report.json")
-    code = cli.main(["eval", model, "--inputs", str(tmp_path / "inputs.npz"), "--json", report, *extra])
-    capsys.readouterr()
-    with open(report) as file:
-        return code, json.load(file)["layers"]
 
 
 def values(listed: list) -> np.ndarray:
@@ -153,31 +142,3 @@ def test_a_stage_whose_names_were_changed_is_not_read(tmp_path) -> None:
     reader.set_friendly_name("renamed")  # the float copy of logit_length, which the rules read
     assert stages(model) == []
     assert [layer.form for layer in openvino_layers(model)] == ["released"]
-
-
-@pytest.mark.slow
-def test_eval_of_a_converted_torch_model_judges_its_ctc_stage(tmp_path, capsys) -> None:
-    import torch
-
-    class Acoustic(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv = torch.nn.Conv1d(4, C, 3, padding=1)
-
-        def forward(self, x, targets, input_lengths, target_lengths):
-            log_probs = self.conv(x).permute(2, 0, 1).log_softmax(2)
-            return torch.nn.functional.ctc_loss(log_probs, targets, input_lengths, target_lengths, reduction="none")
-
-    torch.manual_seed(0)
-    example = (torch.randn(N, 4, T), torch.tensor([[1, 2, 3], [1, 1, 2], [2, 3, 4]]), torch.tensor([8, 8, 2]))
-    example += (torch.tensor([3, 2, 3]),)
-    model = Acoustic()
-    converted = openvino.convert_model(model, example_input=example, extension=ctcop.openvino_extensions())
-    path = str(tmp_path / "torch.xml")
-    openvino.save_model(converted, path, compress_to_fp16=False)
-    inputs = {i.get_any_name(): a.numpy() for i, a in zip(converted.inputs, example, strict=True)}
-    code, (layer,) = evaluated(capsys, tmp_path, path, inputs)
-    assert (layer["form"], layer["verdict"], code) == ("lowered", "agree", 0)
-    # The stage is the time-major op on what PyTorch's conversion feeds it (blank moved last, the
-    # renormalisation corrected after it, spec 14); sample 2, 3 labels in 2 frames, is infeasible.
-    assert layer["runtime"][2] == "inf" and np.isinf(model(*example).detach().numpy()[2])

@@ -10,7 +10,9 @@ raises :class:`~ctcop.conformance.protocol.Unsupported`. The registry lists them
 corpus (crash-isolated workers, two runs) and :func:`ctcop.conformance.verdict.judge` judges them like any
 runtime: the loss by :func:`ctcop.tolerance.compare`, the gradient by the per-sample gradient rule
 of :mod:`ctcop.conformance.verdict`. Importing this package loads numpy only. Every departure
-from the spec measured on the corpus is asserted in ``tests/test_peers.py``.
+from the spec measured on the corpus is asserted in its framework's
+``tests/integration/<framework>/test_peers_<framework>.py`` (both TensorFlow peers in
+``tests/integration/tf/test_peers_tf.py``).
 """
 
 from __future__ import annotations

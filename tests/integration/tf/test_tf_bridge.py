@@ -162,7 +162,6 @@ def native_loss(request: dict[str, Any]) -> list[float]:
     return [float(v) for v in fed(model, *(np.asarray(request[name], dtype) for name, dtype in types.items()))]
 
 
-@pytest.mark.slow
 def test_the_native_conversion_fails_where_ctcops_gives_values(saved: dict[bool, Any]) -> None:
     """OpenVINO's own rule for the op: an empty target crashes the process (D1), a target longer
     than its frames fails the inference (D2), ignore_longer_outputs_than_inputs is dropped."""

@@ -159,7 +159,6 @@ def test_wav2vec2_exports_with_the_default_exporter() -> None:
     assert np.isnan(onnx_losses(session, audio, labels)).all()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_onnx_export_gives_hfs_losses(kind: str) -> None:
     model = tiny_model(kind)
@@ -184,7 +183,6 @@ OPENVINO_CASES = [
 ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "route"), OPENVINO_CASES)
 def test_openvino_conversion_gives_hfs_losses(kind: str, route: str) -> None:
     """convert_model of the module (TorchScript) and of torch.export's program (made under

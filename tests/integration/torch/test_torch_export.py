@@ -30,7 +30,6 @@ from ctcop.tolerance import compare  # noqa: E402
 from ctcop.torch.semantics import reference_loss  # noqa: E402
 
 pytestmark = [
-    pytest.mark.slow,  # PyTorch's exporters and OpenVINO's conversion: seconds a test
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::FutureWarning"),
     pytest.mark.filterwarnings("ignore:.*(dynamic_axes|training mode).*:UserWarning"),
