@@ -277,7 +277,8 @@ DOCS: dict[tuple[str, str], str] = {
     ("bench.md", "first call                       T, N, C  cache em"):
         "output of benchmarks/first_call.py measured on another machine, not a command",
     ("conformance.md", "ctcop conformance --runtimes openvino --select rel"):
-        "whole conformance runs, minutes each: the README's block runs the first line, tests/system/test_conformance.py, "
+        "whole conformance runs, minutes each: the README's block runs the first line, "
+        "tests/system/test_conformance.py, "
         "test_runner.py and test_conformance_diff.py the options on small selections",
     ("conformance.md", "import numpy as np"): RUN,
     ("conformance.md", "runtime            pass  fail  error  crash  timeo"):
@@ -298,10 +299,13 @@ DOCS: dict[tuple[str, str], str] = {
         "needs the user's PyTorch model and batch: the README's PyTorch block runs export_onnx, "
         "tests/integration/torch/test_torch_export.py the rest",
     ("export.md", 'n, t = torch.export.Dim("N"), torch.export.Dim("T"'):
-        "a fragment on the user's model and args: tests/integration/torch/test_torch_export.py exports with dynamic_shapes",
+        "a fragment on the user's model and args: tests/integration/torch/test_torch_export.py exports "
+        "with dynamic_shapes",
     ("export.md", "class WithLoss(torch.nn.Module):"):
-        "needs the user's Hugging Face *ForCTC model: tests/integration/torch/test_hf_export.py exports ones built from configs",
-    ("tensorflow.md", "import openvino as ov"): "needs the user's SavedModel: tests/integration/tf/test_tf_bridge.py converts one",
+        "needs the user's Hugging Face *ForCTC model: tests/integration/torch/test_hf_export.py exports "
+        "ones built from configs",
+    ("tensorflow.md", "import openvino as ov"):
+        "needs the user's SavedModel: tests/integration/tf/test_tf_bridge.py converts one",
     ("tensorflow.md", "import keras, tensorflow as tf"):
         "a fragment (S, T, C and ov from the block before): tests/integration/tf/test_tf_bridge.py runs it whole",
     ("tensorflow.md", "import tf2onnx"):
