@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 
 from ctcop import cli
@@ -19,12 +22,21 @@ class Ran:
     stderr: str
 
 
-def ctcop_cli(*args: str) -> Ran:
+def ctcop_cli(*args: str | os.PathLike[str]) -> Ran:
     """``ctcop ARGS`` through :func:`ctcop.cli.main` in this process."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(list(args))
+        code = cli.main([str(arg) for arg in args])
     return Ran(code, out.getvalue(), err.getvalue())
+
+
+def ctcop_process(
+    *args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``python -m ctcop ARGS`` as a process of its own: the entry point as a user's shell runs it.
+    ``timeout`` only guards against a hang."""
+    command = [sys.executable, "-m", "ctcop", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def assert_refused(result: Ran, message: str) -> None:

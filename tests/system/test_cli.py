@@ -1,12 +1,10 @@
 """The ctcop command line, run as a user runs it (a subprocess of `python -m ctcop`)."""
 
-import subprocess
-import sys
-
 import numpy as np
 import onnx
 import onnxruntime
 import pytest
+from support.cli import ctcop_process
 from support.models import openvino_acoustic_model
 
 import ctcop
@@ -14,12 +12,8 @@ from ctcop import cli
 from ctcop.openvino import load_ir, save_ir
 
 
-def ctcop_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=300)
-
-
 def test_example_prints_the_worked_examples() -> None:
-    result = ctcop_cli("example")
+    result = ctcop_process("example")
     assert result.returncode == 0
     assert "1.081755171601687" in result.stdout  # -ln 0.339
     # 9 ln 5 - ln 495 = 8.2803834493382130699...: ctcop prints the correctly rounded float64, the
@@ -30,7 +24,7 @@ def test_example_prints_the_worked_examples() -> None:
 
 def test_export_writes_a_runnable_model(tmp_path) -> None:
     path = tmp_path / "ctc.onnx"
-    result = ctcop_cli("export", "-o", str(path), "--dims", "6,N,4", "--dtype", "float64", "--no-merge-repeated")
+    result = ctcop_process("export", "-o", str(path), "--dims", "6,N,4", "--dtype", "float64", "--no-merge-repeated")
     assert result.returncode == 0, result.stderr
     model = onnx.load(path)
     assert {a.name: a.i for a in model.graph.node[0].attribute}["merge_repeated"] == 0
@@ -45,16 +39,18 @@ def test_export_writes_a_runnable_model(tmp_path) -> None:
 @pytest.mark.parametrize("form", ["lowered", "custom"])
 def test_export_ir_and_attach(tmp_path, form: str) -> None:
     op = tmp_path / "ctc.xml"
-    assert ctcop_cli("export", "--format", "ir", "--form", form, "-o", str(op)).returncode == 0
+    assert ctcop_process("export", "--format", "ir", "--form", form, "-o", str(op)).returncode == 0
     assert (tmp_path / "ctc.bin").exists()
     acoustic = tmp_path / "acoustic.xml"
     save_ir(openvino_acoustic_model(), str(acoustic))
     trained = tmp_path / "train.xml"
-    result = ctcop_cli("export", "--format", "ir", "--form", form, "-o", str(trained), "--attach", str(acoustic))
+    result = ctcop_process("export", "--format", "ir", "--form", form, "-o", str(trained), "--attach", str(acoustic))
     assert result.returncode == 0, result.stderr
     model = load_ir(str(trained))
     assert [o.get_any_name() for o in model.outputs] == ["logits", "loss"]
-    refused = ctcop_cli("export", "--format", "ir", "-o", str(trained), "--attach", str(op), "--logits-output", "loss")
+    refused = ctcop_process(
+        "export", "--format", "ir", "-o", str(trained), "--attach", str(op), "--logits-output", "loss"
+    )
     assert refused.returncode == 2 and "must have rank 3" in refused.stderr
 
 
@@ -72,7 +68,7 @@ def test_export_ir_and_attach(tmp_path, form: str) -> None:
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args: list[str], message: str) -> None:
     (tmp_path / "junk.onnx").write_bytes(b"\x08\x96\x01garbage")
-    result = ctcop_cli(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    result = ctcop_process(*(a.replace("{tmp}", str(tmp_path)) for a in args))
     assert result.returncode == 2
     assert message in result.stderr
     assert result.stderr.count("\n") == 1  # argparse's usage errors too: no usage block

@@ -3,22 +3,17 @@ codes, as a user runs it (the runner's own options: tests/system/test_runner.py)
 
 import json
 import re
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
+from support.cli import ctcop_process
 
 from ctcop.conformance import corpus
 from ctcop.defects import defect
 from ctcop.tolerance import Mismatch, compare, describe, max_errors, mismatch, tolerance
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
-
-
-def ctcop_cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.parametrize(
@@ -86,7 +81,7 @@ CHOSEN = "spec/empty_targets/*,spec/infeasible_too_long/*,spec/logits_1e4/*,spec
 def test_suite_survives_a_crashing_runtime_and_reports_it(tmp_path) -> None:
     out = tmp_path / "outcomes.json"
     args = ("conformance", "--runtimes", "reference,openvino", "--select", CHOSEN, "--json", str(out))
-    result = ctcop_cli(*args, "--no-known-defects")
+    result = ctcop_process(*args, "--no-known-defects")
     assert result.returncode == 1, result.stderr
     assert re.search(r"^reference +16( +0){8} ", result.stdout, re.MULTILINE), result.stdout
     document = json.loads(out.read_text())
@@ -110,7 +105,7 @@ def test_registered_defects_are_xfail_with_their_id_and_the_run_passes(tmp_path)
     # The same run with the registry applied (the default): every openvino failure above is a
     # registered defect, so the run exits 0 and the table counts them as xfail with their ids.
     out = tmp_path / "outcomes.json"
-    result = ctcop_cli("conformance", "--runtimes", "reference,openvino", "--select", CHOSEN, "--json", str(out))
+    result = ctcop_process("conformance", "--runtimes", "reference,openvino", "--select", CHOSEN, "--json", str(out))
     assert result.returncode == 0, result.stdout + result.stderr
     document = json.loads(out.read_text())
     outcomes = {(r["runtime"], r["case"]): r for r in document["results"]}
@@ -133,15 +128,15 @@ def test_registered_defects_are_xfail_with_their_id_and_the_run_passes(tmp_path)
 
 
 def test_exit_codes(tmp_path) -> None:
-    assert ctcop_cli("conformance", "--runtimes", "reference", "--select", "hand_worked").returncode == 0
+    assert ctcop_process("conformance", "--runtimes", "reference", "--select", "hand_worked").returncode == 0
     chosen = ("--runtimes", "openvino", "--select", "spec/logits_1e4/float32")
-    assert ctcop_cli("conformance", *chosen).returncode == 0  # D3, registered
-    failing = ctcop_cli("conformance", *chosen, "--no-known-defects")
+    assert ctcop_process("conformance", *chosen).returncode == 0  # D3, registered
+    failing = ctcop_process("conformance", *chosen, "--no-known-defects")
     assert failing.returncode == 1, failing.stderr
     assert "[fail] spec/logits_1e4/float32" in failing.stdout
     known = tmp_path / "known.txt"
     known.write_text("openvino spec/logits_1e4/* spec 12.2 D3\n")
-    listed = ctcop_cli("conformance", *chosen, "--no-known-defects", "--expected-failures", str(known))
+    listed = ctcop_process("conformance", *chosen, "--no-known-defects", "--expected-failures", str(known))
     assert listed.returncode == 0, listed.stdout + listed.stderr
 
 
@@ -154,13 +149,13 @@ def test_exit_codes(tmp_path) -> None:
     ],
 )
 def test_usage_errors(args: list[str], message: str) -> None:
-    result = ctcop_cli("conformance", *args)
+    result = ctcop_process("conformance", *args)
     assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
 def test_written_corpus_is_a_corpus_tree(tmp_path) -> None:
     folder = tmp_path / "corpus"
-    result = ctcop_cli("conformance", "--write-corpus", str(folder), "--select", "hand_worked,invalid")
+    result = ctcop_process("conformance", "--write-corpus", str(folder), "--select", "hand_worked,invalid")
     copied = corpus.load_all(folder)
     assert result.returncode == 0 and f"wrote {len(copied)} cases" in result.stdout
     original = {case.id: case for case in corpus.select(corpus.load_all(), ["hand_worked", "invalid"])}
@@ -171,7 +166,7 @@ def test_written_corpus_is_a_corpus_tree(tmp_path) -> None:
             assert np.array_equal(array, original[case.id].inputs[name])
     hand = corpus.load(folder / "spec" / "hand_worked" / "float64")
     assert hand.expected_loss is not None and hand.expected_loss[0] == pytest.approx(-np.log(0.339), rel=1e-14)
-    again = ctcop_cli("conformance", "--write-corpus", str(folder))
+    again = ctcop_process("conformance", "--write-corpus", str(folder))
     assert again.returncode == 2 and "is not empty" in again.stderr
 
 
@@ -186,7 +181,7 @@ def test_openvino_adapters_run_the_read_only_inputs_they_are_handed(tmp_path) ->
     # a read-only scalar (blank_index), so ctcop's adapters must copy theirs in.
     out = tmp_path / "blank.json"
     chosen = ("--select", "released/blank_first/int32/float32", "--no-known-defects")
-    result = ctcop_cli("conformance", "--runtimes", "openvino,openvino-onnx", *chosen, "--json", str(out))
+    result = ctcop_process("conformance", "--runtimes", "openvino,openvino-onnx", *chosen, "--json", str(out))
     statuses = {r["runtime"]: r["status"] for r in json.loads(out.read_text())["results"]}
     assert statuses["openvino-onnx"] == "pass", result.stdout
     assert statuses["openvino"] in defect("D1").statuses, result.stdout  # an empty target

@@ -9,13 +9,12 @@ case; the others build reports from typed results (:class:`ctcop.conformance.res
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import ctcop_process
 from support.diff_runtimes import SHIFTED_CASE
 from support.paths import SUPPORT
 
@@ -27,11 +26,6 @@ from ctcop.tolerance import Mismatch
 RUNTIMES = SUPPORT / "diff_runtimes.py"
 HAND_WORKED = "spec/hand_worked/*"
 CASES = {case.id: case for case in corpus.load_all()}
-
-
-def ctcop_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "ctcop", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -309,14 +303,14 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         paths[name] = folder / f"{name}.json"
         module = f"{RUNTIMES}:{attribute}"
         chosen = ("--runtimes", "probe", "--runtime-module", module, "--select", selected)
-        result = ctcop_cli("conformance", *chosen, "--json", paths[name])
+        result = ctcop_process("conformance", *chosen, "--json", paths[name])
         assert result.returncode == (1 if name == "shifted" else 0), result.stdout + result.stderr
     return paths
 
 
 def test_the_one_result_a_runtime_changed_is_the_one_regression(reports: dict[str, Path], tmp_path) -> None:
     out = tmp_path / "diff.json"
-    result = ctcop_cli("conformance-diff", reports["faithful"], reports["shifted"], "--json", out)
+    result = ctcop_process("conformance-diff", reports["faithful"], reports["shifted"], "--json", out)
     assert result.returncode == 1 and result.stderr == "", result.stdout + result.stderr
     assert result.stdout.splitlines()[1:] == [
         "1 regressed",
@@ -326,7 +320,7 @@ def test_the_one_result_a_runtime_changed_is_the_one_regression(reports: dict[st
     ]
     changes = json.loads(out.read_text())["changes"]
     assert [(c["kind"], c["runtime"], c["case"]) for c in changes] == [("regressed", "probe", SHIFTED_CASE)]
-    fixed = ctcop_cli("conformance-diff", reports["shifted"], reports["faithful"])
+    fixed = ctcop_process("conformance-diff", reports["shifted"], reports["faithful"])
     assert (
         fixed.returncode == 0
         and f"  probe  {SHIFTED_CASE}: fail [outside the tolerance], error 0.5 -> pass" in fixed.stdout
@@ -334,20 +328,20 @@ def test_the_one_result_a_runtime_changed_is_the_one_regression(reports: dict[st
 
 
 def test_two_runs_of_one_runtime_are_no_change(reports: dict[str, Path]) -> None:
-    itself = ctcop_cli("conformance-diff", reports["faithful"], reports["faithful"])
+    itself = ctcop_process("conformance-diff", reports["faithful"], reports["faithful"])
     assert itself.returncode == 0 and itself.stdout.splitlines()[-1] == "no change", itself.stdout + itself.stderr
     common = ("--allow-different-selection",)
-    again = ctcop_cli("conformance-diff", reports["faithful"], reports["fewer"], *common)
+    again = ctcop_process("conformance-diff", reports["faithful"], reports["fewer"], *common)
     assert again.returncode == 0 and again.stdout.splitlines()[-1] == "no change", again.stdout + again.stderr
 
 
 def test_real_reports_of_different_selections_compare_their_common_cases_on_request(reports: dict[str, Path]) -> None:
-    refused = ctcop_cli("conformance-diff", reports["fewer"], reports["shifted"])
+    refused = ctcop_process("conformance-diff", reports["fewer"], reports["shifted"])
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert (
         "the reports select different cases (old: spec/hand_worked/float32; new: spec/hand_worked/*)" in refused.stderr
     )
-    allowed = ctcop_cli("conformance-diff", reports["fewer"], reports["shifted"], "--allow-different-selection")
+    allowed = ctcop_process("conformance-diff", reports["fewer"], reports["shifted"], "--allow-different-selection")
     assert allowed.returncode == 1, allowed.stdout + allowed.stderr
     assert "(1 case, 1 runtime in both)" in allowed.stdout and "different selections" in allowed.stdout
 

@@ -4,13 +4,12 @@ ctcop's ONNX export attached to a model; and broken variants of each."""
 
 import json
 import re
-import subprocess
-import sys
 
 import numpy as np
 import onnx
 import openvino
 import pytest
+from support.cli import ctcop_cli
 from support.eval_files import FEATURES, N, T, inputs_npz, released_ir
 from support.models import onnx_acoustic_model
 
@@ -20,10 +19,6 @@ from ctcop.layers.causes import precision_cause
 from ctcop.layers.result import LayerResult
 from ctcop.onnx import attach_onnx, save_onnx
 from ctcop.openvino import declared_precision_config
-
-
-def ctcop_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=600)
 
 
 def test_eval_agrees_with_the_reference_where_openvino_is_right(tmp_path) -> None:

@@ -4,14 +4,13 @@ reference, on the inputs where the native kernel crashes (D1), raises (D2) or ov
 native kernel runs on those only inside ``ctcop eval``'s crash-isolated workers."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import openvino
 import openvino.opset4 as opset4
 import openvino.opset15 as ops
 import pytest
+from support.cli import ctcop_cli
 
 import ctcop
 from ctcop import cli
@@ -145,10 +144,6 @@ def test_an_absent_attribute_is_read_as_openvino_reads_it(tmp_path, capsys) -> N
     (tmp_path / "model.xml").write_text(text.replace('ctc_merge_repeated="true"', ""))
     _, printed = guarded(tmp_path, capsys)
     assert "ctc_merge_repeated=false" in printed  # as OpenVINO's reader makes it (spec 13)
-
-
-def ctcop_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=600)
 
 
 def eval_verdicts(path: str, inputs_path: str, report: str) -> list[dict]:

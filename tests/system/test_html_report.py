@@ -12,13 +12,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import ctcop_process
 
 from ctcop.conformance import corpus, html, report
 from ctcop.conformance.result import STATUSES, Result
@@ -175,11 +175,6 @@ def test_the_defects_table_names_what_reproduced_what_to_re_measure_and_what_did
 # -- the command line ------------------------------------------------------------------------------
 
 
-def ctcop_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "ctcop", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=cwd)
-
-
 @pytest.mark.parametrize(
     "args",
     [
@@ -192,14 +187,14 @@ def ctcop_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 )
 def test_options_a_rendering_would_ignore_or_clash_are_refused(tmp_path: Path, args: tuple[str, ...]) -> None:
     (tmp_path / "a.json").write_text("{}")
-    result = ctcop_cli("conformance", *args, cwd=tmp_path)
+    result = ctcop_process("conformance", *args, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert not (tmp_path / "b.html").exists()
 
 
 def test_a_file_that_is_not_a_report_is_refused(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text('{"schema": "ctcop-conformance-2", "runtimes": "x"}')
-    result = ctcop_cli("conformance", "--from-json", "a.json", "--html", "b.html", cwd=tmp_path)
+    result = ctcop_process("conformance", "--from-json", "a.json", "--html", "b.html", cwd=tmp_path)
     assert result.returncode == 2 and "not a conformance report" in result.stderr, result.stderr
 
 
@@ -209,7 +204,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("html")
     (folder / "hostile.py").write_text(HOSTILE_MODULE)
     args = ("--runtimes", "reference,hostile", "--runtime-module", "hostile.py:RUNTIME", "--select", SELECTED)
-    result = ctcop_cli("conformance", *args, "--jobs", "2", "--json", "a.json", "--html", "a.html", cwd=folder)
+    result = ctcop_process("conformance", *args, "--jobs", "2", "--json", "a.json", "--html", "a.html", cwd=folder)
     assert result.returncode == 1, result.stderr
     return folder
 
@@ -223,7 +218,7 @@ def test_a_runtimes_markup_is_text_and_a_report_renders_again_the_same(hostile_r
     assert HOSTILE_DESCRIPTION in page.content
     assert f"RuntimeError: {HOSTILE_TEXT}" in page.content
     assert "<script" not in text and "<img" not in text
-    again = ctcop_cli("conformance", "--from-json", "a.json", "--html", "b.html", cwd=hostile_run)
+    again = ctcop_process("conformance", "--from-json", "a.json", "--html", "b.html", cwd=hostile_run)
     assert again.returncode == 1, again.stderr
     assert (hostile_run / "b.html").read_text() == text
 

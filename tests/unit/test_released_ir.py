@@ -4,14 +4,13 @@ a constant or a graph input, every attribute combination, and NaN, never a crash
 invalid released input (spec 11.5); ``ctcop export --format ir --form released``."""
 
 import itertools
-import subprocess
-import sys
 from functools import cache
 
 import numpy as np
 import openvino
 import openvino.opset15 as ops
 import pytest
+from support.cli import ctcop_cli
 from support.runtime_check import FLOAT32_MAX, SATURATED
 
 import ctcop
@@ -197,10 +196,6 @@ def test_the_model_names_its_inputs_and_output_as_the_schema_does() -> None:
         released_ir_model(index_dtype={"blank_index": "float32"})
     with pytest.raises(ctcop.InvalidInputError, match="'mask' is not an integer input"):
         released_ir_model(index_dtype={"mask": "int32"})
-
-
-def ctcop_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_export_writes_the_released_form(tmp_path) -> None:

@@ -3,19 +3,14 @@ Dense layer, saved and converted by OpenVINO's TensorFlow frontend, compared at 
 precision and at the CPU's native one."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import openvino
 import pytest
+from support.cli import ctcop_cli
 from support.eval_files import C, N, T
 
 tf = pytest.importorskip("tensorflow")
-
-
-def ctcop_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ctcop", *args], capture_output=True, text=True, timeout=600)
 
 
 def native_precision(model_path: str) -> str:
