@@ -310,6 +310,8 @@ DOCS: dict[tuple[str, str], str] = {
         "a fragment (S, T, C and ov from the block before): tests/integration/tf/test_tf_bridge.py runs it whole",
     ("tensorflow.md", "import tf2onnx"):
         "a fragment (loss_function and spec are the user's): tests/integration/tf/test_tf2onnx.py runs it whole",
+    ("testing.md", "python -m pytest -q                      # every t"):
+        "the test suite's own commands: this test runs inside the first one",
     ("testing.md", "python -m venv /tmp/newer && . /tmp/newer/bin/acti"):
         "installs the newest releases from the network and runs the whole test suite",
 }  # fmt: skip
