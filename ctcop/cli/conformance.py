@@ -37,6 +37,10 @@ _MEASURING = [
     "runtimes", "runtime_module", "select", "shard", "jobs", "timeout", "json", "expected_failures", "no_known_defects",
     "all_cases",
 ]  # fmt: skip
+_SELF_CHECK = (
+    "measure the corpus instead: run a plain implementation of the spec and its mutants, each one rule broken, on "
+    "the selected cases; print which mutants the cases catch (exit 0 when they catch every one)"
+)
 _SECTIONS = ("selection", "settings", "versions", "machine")  # of a report, each an object
 _REPORTS = ("json", "junit", "html")
 
@@ -77,6 +81,7 @@ def add_parser(commands: Commands) -> None:
         help="per evaluation and per --runtime-module load (default 120)",
     )
     runs.add_argument("--expected-failures", metavar="FILE", help="known failures: xfail, or xpass when they pass")
+    runs.add_argument("--self-check", action="store_true", help=_SELF_CHECK)
     runs.add_argument(
         "--no-known-defects",
         action="store_true",
@@ -338,6 +343,8 @@ def run(args: argparse.Namespace) -> int:
         return _write(args, writer)
     if args.from_json is not None:
         return _render(args)
+    if args.self_check:
+        return _self_check(args)
     from ..conformance import junit, report, runner, suite
 
     plan = _plan(args, expected_failures)
@@ -370,3 +377,40 @@ def run(args: argparse.Namespace) -> int:
         interrupted.report = args.json if written else None
         raise interrupted
     return report.exit_code(results)
+
+
+# What --self-check chooses itself, or cannot combine with.
+_NOT_WITH_SELF_CHECK = [
+    "runtimes",
+    "runtime_module",
+    "expected_failures",
+    "no_known_defects",
+    "junit",
+    "html",
+    "all_cases",
+]
+
+
+def _self_check(args: argparse.Namespace) -> int:
+    """``--self-check``: the plain implementation and its mutants (:mod:`ctcop.conformance.selfcheck`)
+    through the ordinary runner, the registry of known defects not applied; the score printed."""
+    from ..conformance import report, runner, suite
+    from ..conformance.selfcheck import score
+
+    given = next((name for name in _NOT_WITH_SELF_CHECK if getattr(args, name)), None)
+    if given is not None:
+        option = "--" + given.replace("_", "-")
+        raise InvalidInputError("self_check", f"--self-check runs its own runtimes and reports: it takes no {option}")
+    args.runtimes, args.runtime_module, args.no_known_defects = score.names(), [score.MODULE], True
+    plan = _plan(args, [])
+    settings = runner.Settings(jobs=args.jobs or usable_cpus(), timeout_s=args.timeout or runner.DEFAULT_TIMEOUT_S)
+    results: list[Result] = []
+    interrupted = _measured(plan, settings, results)
+    if interrupted is not None:
+        raise interrupted
+    if args.json:
+        environment = suite.environment(plan, settings, None)
+        write_atomically(args.json, report.document(plan.runtimes(), results, environment, None))
+    found = score.score(results)
+    print(score.summary(found))
+    return ExitCode.OK if found.ok else ExitCode.FAILURES

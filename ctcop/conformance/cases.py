@@ -63,8 +63,12 @@ def edge_cases() -> list[Case]:
     mixed = [6, 4, 2]
     nan_masked = base.copy()
     nan_masked[4:, 1] = np.nan
-    inf_active = base.copy()
-    inf_active[1, 2, 3] = np.inf
+    inf_active, nan_active, neg_inf_active = base.copy(), base.copy(), base.copy()
+    inf_active[1, 2, 3], nan_active[1, 2, 3], neg_inf_active[1, 2, 3] = np.inf, np.nan, -np.inf
+    # sample 0's one aligned path takes four labels at logit -2.5e4 (ln p exactly -2.5e4 in float64):
+    # a loss of exactly 1e5, beyond float16's largest value, 65504
+    beyond_half = np.zeros((4, 2, 3))
+    beyond_half[:, 0, :2] = -2.5e4
     examples = [Case.spec(e.name, e.inputs, e.sequence_mask, e.labels, e.attributes) for e in worked_examples()]
     cases = [
         *examples,
@@ -91,6 +95,9 @@ def edge_cases() -> list[Case]:
         Case.spec("shift_minus_3e5", base - 3e5, _mask(6, mixed), _labels([[0, 1], [2, 2], [3]], 6)),
         Case.spec("nan_in_masked_frames", nan_masked, _mask(6, mixed), _labels([[0, 1], [2], [3]], 6)),
         Case.spec("inf_in_active_frame", inf_active, _mask(6, mixed), _labels([[0, 1], [2], [3]], 6)),
+        Case.spec("nan_in_active_frame", nan_active, _mask(6, mixed), _labels([[0, 1], [2], [3]], 6)),
+        Case.spec("neg_inf_in_active_frame", neg_inf_active, _mask(6, mixed), _labels([[0, 1], [2], [3]], 6)),
+        Case.spec("loss_beyond_float16", beyond_half, _mask(4, [4, 4]), _labels([[0, 1, 0, 1], [0, 1]], 4)),
         Case.spec(
             "long_sequence",
             rng.normal(size=(150, 2, 28)) * 3,

@@ -65,18 +65,26 @@ def rounded(values: np.ndarray, dtype: str) -> np.ndarray | None:
 # -- spec form -----------------------------------------------------------------------------------
 
 
+# The cases every sample of the default run holds (tag "sample", :mod:`.sampling`): the only ones
+# of the self-check's map that catch a mutant no family's representative catches (float64
+# accuracy: a log-softmax in float32; a loss beyond a half type's range saturated).
+IN_EVERY_SAMPLE = ("spec/hand_worked/float64", "spec/loss_beyond_float16/float16")
+
+
 def _draft(case: Case, path: str, dtype: str, tags: tuple[str, ...], description: str) -> Case | None:
     """``case`` as the corpus case ``<form>/<path>/<dtype>``: its logits rounded to ``dtype`` (None
-    when a finite one would overflow it), tagged with its form, ``tags``, ``dtype`` and its flags."""
+    when a finite one would overflow it), tagged with its form, ``tags``, ``dtype``, its flags and,
+    for :data:`IN_EVERY_SAMPLE`, "sample"."""
     logits = rounded(case.inputs[case.logits_name], dtype)
     if logits is None:
         return None
     flags = flag_suffix(case.attributes).split("_")[1:]
+    case_id = f"{case.form}/{path}/{dtype}"
     return replace(
         case,
-        id=f"{case.form}/{path}/{dtype}",
+        id=case_id,
         inputs={**case.inputs, case.logits_name: logits},
-        tags=(case.form, *tags, dtype, *flags),
+        tags=(case.form, *tags, dtype, *flags, *(("sample",) if case_id in IN_EVERY_SAMPLE else ())),
         description=description,
     )
 
@@ -238,7 +246,19 @@ def _length_cases(index_type: str) -> list[Case]:
         ),
         _released("empty_batch", "empty", "N = 0", np.zeros((0, 4, 3)), ([], [], []), t),
         _released("no_frames", "empty", "T = 0", np.zeros((2, 0, 3)), ([0, 0], [[], []], [0, 0]), t),
+        _released(
+            "non_finite_in_active_frames", "non_finite",
+            "NaN, -inf and +inf in an active frame of samples 0, 1 and 2: NaN for each, sample 3 finite",
+            _non_finite(), ([5, 5, 5, 4], [[0, 1, 2, 0, 1]] * 4, [2, 2, 2, 2]), t,
+        ),
     ]  # fmt: skip
+
+
+def _non_finite() -> np.ndarray:
+    logits = np.random.default_rng(4005).normal(size=(4, 5, 4))
+    logits[0, 1, 2], logits[1, 0, 0], logits[2, 3, 1] = np.nan, -np.inf, np.inf
+    logits[3, 4, 0] = np.nan  # beyond sample 3's logit_length: ignored
+    return logits
 
 
 def released_drafts() -> list[Case]:

@@ -159,11 +159,20 @@ class Pool:
         }
 
     def _choice(self, pending: list[Task], slot: Slot | None) -> int | None:
-        """The pending task for ``slot`` (None: a fresh worker): its own runtime's first, else any."""
-        allowed = [i for i, task in enumerate(pending) if slot is None or self._allowed(task, slot)]
-        own = [i for i in allowed if slot is not None and pending[i].runtime == slot.runtime]
-        chosen = own or allowed
-        return chosen[0] if chosen else None
+        """The pending task for ``slot`` (None: a fresh worker): its own runtime's first, else any.
+        One pass that stops at the first task of its runtime: a scan of every pending task per
+        dispatch would make a run quadratic in its evaluations."""
+        if slot is None:
+            return 0 if pending else None
+        other = None
+        for index, task in enumerate(pending):
+            if not self._allowed(task, slot):
+                continue
+            if task.runtime == slot.runtime:
+                return index
+            if other is None:
+                other = index
+        return other
 
     def _assign(self, pending: list[Task]) -> None:
         for index, slot in enumerate(self.slots):

@@ -4,7 +4,8 @@ A runtime whose ``sampled`` attribute is true (the peers whose evaluations cost 
 OpenVINO's native kernel, whose registered crashes each cost a worker) runs, in the default run
 (no ``--select``, no ``--runtimes``, no ``--all-cases``), the :data:`RULE` sample of the selected
 cases instead of all of them: one case of each case family (:func:`family`: the id without its
-element types; the family's case of the types earliest in :data:`ELEMENT_TYPES`), and, for each
+element types; the family's case of the types earliest in :data:`ELEMENT_TYPES`), the cases
+tagged "sample" (those that alone catch a mutant of the self-check, docs/conformance.md), and, for each
 registered defect that lists cases of the runtime, the smallest of them (fewest logits, then id),
 so that every registered defect the runtime has stays measured on its smallest case. The sample is drawn
 from the whole selection, before ``--shard``, so shards merge into the unsharded report. The
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 # the other floats of the corpus, then the index types.
 _FIRST = ("float32", "float64")
 ELEMENT_TYPES = (*_FIRST, *(kind for kind in FLOAT_TYPES if kind not in _FIRST), "int64", "int32")
-RULE = "one case per family (float32 first) and the smallest case of each registered defect"
+RULE = "one case per family (float32 first), the cases tagged sample and the smallest case of each registered defect"
+SAMPLE_TAG = "sample"  # a case every sample holds (ctcop.conformance.groups.IN_EVERY_SAMPLE)
 
 
 def family(case_id: str) -> str:
@@ -81,7 +83,7 @@ def samples(cases: Sequence[Case], runtimes: Iterable[str], defects: Sequence[De
     if not names:
         return {}
     sizes = {case.id: elements(case) for case in cases}
-    shared = representatives(sizes)
+    shared = representatives(sizes) | {case.id for case in cases if SAMPLE_TAG in case.tags}
     return {name: shared | smallest_listed(name, defects, sizes) for name in names}
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
@@ -229,7 +228,3 @@ def main(paths: list[str]) -> int:
                 file.write(rendered)
             print(f"updated {path}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -281,6 +281,8 @@ DOCS: dict[tuple[str, str], str] = {
         "tests/system/test_conformance.py, "
         "test_runner.py and test_conformance_diff.py the options on small selections",
     ("conformance.md", "import numpy as np"): RUN,
+    ("conformance.md", "ctcop conformance --self-check --json selfcheck.js"):
+        "the self-check, a minute: tests/system/test_self_check.py runs it and holds the map to it",
     ("conformance.md", "runtime            pass  fail  error  crash  timeo"):
         "output of a run with every peer installed, not a command",
     ("conformance.md", "ctcop conformance --runtimes openvino --json old.j"):

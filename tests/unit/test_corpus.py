@@ -235,10 +235,13 @@ def test_ids_are_readable_and_name_their_folders() -> None:
         assert wanted in BY_ID
 
 
-def test_the_groups_cover_what_the_issue_asks_for() -> None:
-    for dtype, released in (("float16", 20), ("bfloat16", 20), ("float32", 40), ("float64", 20)):
+def test_the_groups_cover_every_form_element_type_and_edge_case() -> None:
+    for dtype, released in (("float16", 21), ("bfloat16", 21), ("float32", 42), ("float64", 21)):
         assert len(ids(f"spec/*/{dtype}")) >= 40 and len(ids(f"released/*/{dtype}")) == released
-    assert len(ids("released/*/int32/*")) == 60 and len(ids("released/*/int64/*")) == 40
+    assert len(ids("released/*/int32/*")) == 63 and len(ids("released/*/int64/*")) == 42
+    for non_finite in ("nan_in_active_frame", "neg_inf_in_active_frame", "inf_in_active_frame", "loss_beyond_float16"):
+        assert len(ids(f"spec/{non_finite}/*")) == 4
+    assert len(ids("released/non_finite_in_active_frames/*/*")) == 5
     for edge in ("empty_targets", "infeasible_too_long", "zero_length_sequences", "single_class", "empty_batch"):
         assert len(ids(f"spec/{edge}/*")) == 4
     assert len(ids("spec/random_*/float64")) == 60 and len(ids("spec/many_classes_*/float64")) == 8
