@@ -3,6 +3,7 @@ registered defects, and the generated defect tables of the spec and the docs."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -190,6 +191,20 @@ def test_the_defect_catalogue_is_rendered_from_the_registry() -> None:
     text = (ROOT / path).read_text(encoding="utf-8")
     assert "<!-- defects: " in text
     assert defects.render_blocks(text) == text, f"run: python -m ctcop.defects {path}"
+
+
+def test_the_command_the_failure_names_renders_the_catalogue(tmp_path) -> None:
+    """``python -m ctcop.defects FILE``, the command the test above names, fills emptied blocks back."""
+    text = (ROOT / "docs/defects.md").read_text(encoding="utf-8")
+    emptied = re.sub(r"(<!-- defects: [^>]*-->\n).*?(<!-- /defects -->)", r"\1\2", text, flags=re.S)
+    assert emptied != text
+    copy = tmp_path / "defects.md"
+    copy.write_text(emptied, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "ctcop.defects", str(copy)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert copy.read_text(encoding="utf-8") == text
 
 
 def test_every_registered_id_appears_in_the_rendered_docs() -> None:
