@@ -94,7 +94,6 @@ def sample_loss_and_grad(
       where no path is aligned; otherwise ``-ln sum_S p(S)`` (+0.0 at the least) and
       ``softmax - occupancy``.
     """
-    num_classes = logits.shape[1]
     if not np.isfinite(logits).all():
         return np.nan, np.full(logits.shape, np.nan)
     log_p = log_softmax(logits)  # [T, C]
@@ -104,13 +103,19 @@ def sample_loss_and_grad(
     log_likelihood = np.logaddexp.reduce(alpha[-1, max(0, len(classes) - 2) :])
     if log_likelihood == NEG_INF:
         return np.inf, np.zeros(logits.shape)
-    beta = backward(emission, stay, skip)  # [T, S]
+    return max(0.0, 0.0 - float(log_likelihood)), gradient(log_p, classes, alpha, backward(emission, stay, skip))
+
+
+def gradient(log_p: FloatArray, classes: np.ndarray, alpha: FloatArray, beta: FloatArray) -> FloatArray:
+    """Spec 5: ``softmax - occupancy`` [T, C] of a sample with an aligned path, from ``log_p`` [T, C],
+    the lattice's ``classes`` [S], ``alpha`` [T + 1, S] and ``beta`` [T, S]."""
     joint = alpha[1:] + beta  # [T, S]: ln of the aligned probability through s after frame t
     weight = np.exp(joint - joint.max(axis=1, keepdims=True))
     gamma = weight / weight.sum(axis=1, keepdims=True)  # normalised per frame, never by the likelihood
-    one_hot = classes[:, None] == np.arange(num_classes)  # [S, C]: class(s) = c
+    one_hot = classes[:, None] == np.arange(log_p.shape[1])  # [S, C]: class(s) = c
     occupancy = gamma @ one_hot  # [T, C]: the sum of gamma_t(s) over the states s of class c
-    return max(0.0, 0.0 - float(log_likelihood)), np.exp(log_p) - occupancy
+    grad: FloatArray = np.exp(log_p) - occupancy
+    return grad
 
 
 def batch_loss_and_grad(batch: canonical.CanonicalBatch) -> tuple[FloatArray, FloatArray]:

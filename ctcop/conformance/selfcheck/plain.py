@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ...forward_backward import backward, forward, lattice
+from ...forward_backward import backward, forward, gradient, lattice
 from ..protocol import Outcome
 from .mutants import MUTANTS
+from .score import PLAIN, mutant_name
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 TINY = 1e-307  # a stand-in for probability 0 (ln 0) that some implementations use
@@ -41,7 +42,7 @@ class Plain:
 
     @property
     def name(self) -> str:
-        return f"mutant-{self.bug}" if self.bug else "plain"  # as selfcheck.score names them
+        return mutant_name(self.bug) if self.bug else PLAIN
 
     @property
     def description(self) -> str:
@@ -236,12 +237,7 @@ class Plain:
         log_likelihood = float(np.logaddexp.reduce(final))
         if log_likelihood == -np.inf:
             return self._infeasible(log_p)
-        beta = backward(emission, stay, skip)
-        joint = alpha[1:] + beta
-        weight = np.exp(joint - joint.max(axis=1, keepdims=True))
-        gamma = weight / weight.sum(axis=1, keepdims=True)
-        occupancy = gamma @ (classes[:, None] == np.arange(log_p.shape[1]))
-        grad = np.exp(log_p) - occupancy
+        grad = gradient(log_p, classes, alpha, backward(emission, stay, skip))
         if self.broken("gradient_sign"):
             grad = -grad
         if self.broken("loss_is_the_log_likelihood"):
