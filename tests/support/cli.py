@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from ctcop import cli
 
@@ -46,3 +47,19 @@ def assert_refused(result: Ran, message: str) -> None:
     assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), result.stderr
     assert result.stderr.startswith("ctcop: "), result.stderr
     assert message in result.stderr, result.stderr
+
+
+def in_process(capsys: Any, *args: str | os.PathLike[str]) -> tuple[int, str, str]:
+    """``ctcop ARGS`` through :func:`ctcop.cli.main` in this process, read through pytest's
+    ``capsys``: exit code, stdout, stderr."""
+    code = cli.main([str(arg) for arg in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_invalid_input(result: tuple[int, str, str], message: str) -> None:
+    """Exit 2 and exactly one line on stderr, ``ctcop: invalid input: ...`` with ``message``."""
+    code, out, err = result
+    assert code == 2, out + err
+    assert err.count("\n") == 1 and err.startswith("ctcop: invalid input: "), err
+    assert message in err, err

@@ -7,7 +7,7 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
-from support.cli import ctcop_process
+from support.cli import ctcop_process, in_process
 
 from ctcop.conformance import corpus
 from ctcop.defects import defect
@@ -216,28 +216,19 @@ def test_the_default_run_samples_the_slow_runtimes_by_a_stated_rule() -> None:
     ]  # fmt: skip
 
 
-def run_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``ctcop ARGS`` in this process: exit code, stdout, stderr."""
-    from ctcop import cli
-
-    code = cli.main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def test_list_prints_the_selected_case_ids(capsys) -> None:
     """``--list``: the ids --select (and --shard) choose, one per line, in corpus order; exit 0."""
     every = corpus.load_all()
-    code, out, err = run_in_process(capsys, "conformance", "--list")
+    code, out, err = in_process(capsys, "conformance", "--list")
     assert (code, err) == (0, "") and out.splitlines() == [case.id for case in corpus.select(every)]
     assert len(out.splitlines()) == 423
-    family = run_in_process(capsys, "conformance", "--list", "--select", "spec/hand_worked")
+    family = in_process(capsys, "conformance", "--list", "--select", "spec/hand_worked")
     assert family == (0, "".join(f"spec/hand_worked/{t}\n" for t in sorted(DTYPES)), "")
-    halves = [run_in_process(capsys, "conformance", "--list", "--select", "hand_worked", "--shard", f"{k}/2")[1]
+    halves = [in_process(capsys, "conformance", "--list", "--select", "hand_worked", "--shard", f"{k}/2")[1]
               for k in (1, 2)]  # fmt: skip
     tagged = [case.id for case in every if "hand_worked" in case.tags]
     assert sorted((halves[0] + halves[1]).split()) == sorted(tagged) and len(tagged) == 12
-    code, out, err = run_in_process(capsys, "conformance", "--list", "--json", "x.json")
+    code, out, err = in_process(capsys, "conformance", "--list", "--json", "x.json")
     assert code == 2 and out == "" and "--json is ignored with --list" in err
 
 
@@ -254,11 +245,11 @@ def test_a_family_or_a_folder_of_ids_selects_the_cases_under_it() -> None:
 
 
 def test_a_selection_that_matches_nothing_suggests_close_names(capsys) -> None:
-    code, out, err = run_in_process(capsys, "conformance", "--list", "--select", "hand_workd,spec/empty_target")
+    code, out, err = in_process(capsys, "conformance", "--list", "--select", "hand_workd,spec/empty_target")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "hand_workd, spec/empty_target matches no case of the corpus; did you mean hand_worked," in err
     assert "spec/empty_targets" in err and "ctcop conformance --list prints the case ids" in err
-    code, _, err = run_in_process(capsys, "conformance", "--list", "--select", "zzzzqqq")
+    code, _, err = in_process(capsys, "conformance", "--list", "--select", "zzzzqqq")
     assert code == 2 and "did you mean" not in err and "--list prints the case ids" in err
 
 

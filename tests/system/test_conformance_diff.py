@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli import ctcop_process
+from support.cli import assert_invalid_input, ctcop_process, in_process
 from support.diff_runtimes import SHIFTED_CASE
 from support.paths import SUPPORT
 
-from ctcop import cli
 from ctcop.conformance import corpus, diff, report
 from ctcop.conformance.result import Raised, Result
 from ctcop.tolerance import Mismatch
@@ -26,21 +25,6 @@ from ctcop.tolerance import Mismatch
 RUNTIMES = SUPPORT / "diff_runtimes.py"
 HAND_WORKED = "spec/hand_worked/*"
 CASES = {case.id: case for case in corpus.load_all()}
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    """``ctcop ARGS`` in this process: exit code, stdout, stderr."""
-    code = cli.main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def assert_refused(result: tuple[int, str, str], message: str) -> None:
-    """Exit 2 and exactly one line on stderr, ``ctcop: invalid input: ...`` with ``message``."""
-    code, out, err = result
-    assert code == 2, out + err
-    assert err.count("\n") == 1 and err.startswith("ctcop: invalid input: "), err
-    assert message in err, err
 
 
 def body(results: list[Result], runtimes: tuple[str, ...] = ("probe",), **changed: Any) -> dict[str, Any]:
@@ -262,27 +246,29 @@ def test_a_file_that_is_not_a_report_is_one_line_and_exit_2(
             file.truncate(diff.MAX_REPORT_BYTES + 1)
     else:
         old.write_bytes(content)
-    assert_refused(run(capsys, "conformance-diff", old, new), message.format(old=old))
+    assert_invalid_input(in_process(capsys, "conformance-diff", old, new), message.format(old=old))
 
 
 def test_paths_are_checked_before_anything_is_read(tmp_path, capsys) -> None:
     new = tmp_path / "new.json"
     new.write_text(report.dumps(body([passed(F32)])))
-    assert_refused(run(capsys, "conformance-diff", tmp_path, new), "is not a regular file")
-    assert_refused(run(capsys, "conformance-diff", tmp_path / "none.json", new), "old: cannot read")
-    assert_refused(run(capsys, "conformance-diff", new, new, "--json", new), "is an input file of this command")
-    assert_refused(run(capsys, "conformance-diff", new, new, "--json", tmp_path), "json: ")
+    assert_invalid_input(in_process(capsys, "conformance-diff", tmp_path, new), "is not a regular file")
+    assert_invalid_input(in_process(capsys, "conformance-diff", tmp_path / "none.json", new), "old: cannot read")
+    assert_invalid_input(
+        in_process(capsys, "conformance-diff", new, new, "--json", new), "is an input file of this command"
+    )
+    assert_invalid_input(in_process(capsys, "conformance-diff", new, new, "--json", tmp_path), "json: ")
 
 
 def test_the_command_exits_1_on_a_regression_and_writes_its_json(tmp_path, capsys) -> None:
     old, new, out = tmp_path / "old.json", tmp_path / "new.json", tmp_path / "diff.json"
     old.write_text(report.dumps(body([passed(F32), passed(F64)])))
     new.write_text(report.dumps(body([off(F32, 0.5), passed(F64)])))
-    code, text, err = run(capsys, "conformance-diff", old, new, "--json", out)
+    code, text, err = in_process(capsys, "conformance-diff", old, new, "--json", out)
     assert (code, err) == (1, "") and "  probe  spec/hand_worked/float32: pass -> fail" in text
     assert json.loads(out.read_text())["counts"]["regressed"] == 1
-    assert run(capsys, "conformance-diff", new, old)[0] == 0
-    assert run(capsys, "conformance-diff", old, old)[:2] == (
+    assert in_process(capsys, "conformance-diff", new, old)[0] == 0
+    assert in_process(capsys, "conformance-diff", old, old)[:2] == (
         0,
         f"CTCLoss-4 conformance diff: {old} -> {old} (2 cases, 1 runtime in both)\nno change\n",
     )
@@ -373,8 +359,8 @@ def test_different_selections_with_no_case_in_common_compare_nothing_and_say_so(
     paths = tmp_path / "old.json", tmp_path / "new.json"
     paths[0].write_text(report.dumps(body([passed(F32)])))
     paths[1].write_text(report.dumps(body([passed(F64)], selection={"patterns": [F64], "shard": None, "cases": 1})))
-    refused = run(capsys, "conformance-diff", *paths, "--allow-different-selection")
-    assert_refused(refused, "nothing was compared")
+    refused = in_process(capsys, "conformance-diff", *paths, "--allow-different-selection")
+    assert_invalid_input(refused, "nothing was compared")
 
 
 def test_the_report_records_a_runtimes_own_version(tmp_path, monkeypatch, capsys) -> None:
@@ -388,6 +374,6 @@ def test_the_report_records_a_runtimes_own_version(tmp_path, monkeypatch, capsys
     )
     out = tmp_path / "report.json"
     chosen = ["--runtime-module", f"{module}:RUNTIMES", "--runtimes", "versioned,probe", "--select", F32]
-    assert run(capsys, "conformance", *chosen, "--json", out)[0] == 0
+    assert in_process(capsys, "conformance", *chosen, "--json", out)[0] == 0
     listed = {r["name"]: r["version"] for r in json.loads(out.read_text())["runtimes"]}
     assert listed == {"versioned": "1.2.3", "probe": None}

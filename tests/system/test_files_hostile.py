@@ -21,6 +21,7 @@ import openvino.opset8 as opset8
 import openvino.opset15 as ops
 import pytest
 from onnx import helper
+from support.cli import assert_invalid_input, in_process
 
 from ctcop import cli
 from ctcop.errors import InvalidInputError
@@ -66,21 +67,6 @@ def inputs_npz(path: Path) -> None:
     )
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    """``ctcop ARGS`` in this process: exit code, stdout, stderr."""
-    code = cli.main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def assert_refused(result: tuple[int, str, str], message: str) -> None:
-    """Exit 2 and exactly one line on stderr, ``ctcop: invalid input: ...`` with ``message``."""
-    code, out, err = result
-    assert code == 2, out + err
-    assert err.count("\n") == 1 and err.startswith("ctcop: invalid input: "), err
-    assert message in err, err
-
-
 # An output path that is one of the command's input files.
 
 
@@ -91,8 +77,8 @@ def test_eval_refuses_to_write_its_report_over_an_input_file(tmp_path, capsys, m
     os.symlink(tmp_path / "model.xml", tmp_path / "link.xml")
     before = {name: (tmp_path / name).read_bytes() for name in ("model.xml", "model.bin", "inputs.npz")}
     monkeypatch.chdir(tmp_path)
-    result = run(capsys, "eval", "model.xml", "--inputs", tmp_path / "inputs.npz", "--json", f"./{target}")
-    assert_refused(result, "is an input file of this command")
+    result = in_process(capsys, "eval", "model.xml", "--inputs", tmp_path / "inputs.npz", "--json", f"./{target}")
+    assert_invalid_input(result, "is an input file of this command")
     assert {name: (tmp_path / name).read_bytes() for name in before} == before
 
 
@@ -103,8 +89,8 @@ def test_eval_refuses_to_write_its_report_over_onnx_external_data(tmp_path, caps
         model, str(tmp_path / "model.onnx"), save_as_external_data=True, location="weights.data", size_threshold=0
     )
     before = (tmp_path / "weights.data").read_bytes()
-    result = run(capsys, "eval", tmp_path / "model.onnx", "--json", tmp_path / "weights.data")
-    assert_refused(result, "is an input file of this command")
+    result = in_process(capsys, "eval", tmp_path / "model.onnx", "--json", tmp_path / "weights.data")
+    assert_invalid_input(result, "is an input file of this command")
     assert (tmp_path / "weights.data").read_bytes() == before
 
 
@@ -135,10 +121,10 @@ def test_an_absent_ctc_merge_repeated_agrees_and_is_a_validate_warning(tmp_path,
     released_ir(tmp_path / "model.xml")
     stripped = without(tmp_path / "model.xml", "ctc_merge_repeated")
     inputs_npz(tmp_path / "inputs.npz")  # sample 0's target (0, 0, 1) repeats a class
-    code, out, err = run(capsys, "validate", stripped)
+    code, out, err = in_process(capsys, "validate", stripped)
     assert code == 0, out + err
     assert "warning: ctc: attribute ctc_merge_repeated absent: OpenVINO reads false" in out
-    code, out, err = run(capsys, "eval", stripped, "--inputs", tmp_path / "inputs.npz")
+    code, out, err = in_process(capsys, "eval", stripped, "--inputs", tmp_path / "inputs.npz")
     assert code == 0 and "verdict AGREE" in out, out + err
 
 
@@ -159,7 +145,7 @@ def test_white_space_around_a_boolean_is_not_a_boolean(tmp_path, capsys, attribu
     # OpenVINO reads " true" as false: a layer whose flag it reads otherwise than it is written is
     # invalid, not evaluated against the word's meaning.
     assert openvino_reads(tmp_path / "model.xml", attribute, written) is False
-    code, out, err = run(capsys, "validate", tmp_path / "model.xml")
+    code, out, err = in_process(capsys, "validate", tmp_path / "model.xml")
     assert code == 1 and f"error: ctc: attribute {attribute} = {written!r} is not a boolean" in out, out + err
 
 
@@ -169,7 +155,7 @@ def test_digits_and_any_case_are_booleans_as_openvino_reads_them(
     tmp_path, capsys, attribute: str, written: str, meaning: bool
 ) -> None:
     assert openvino_reads(tmp_path / "model.xml", attribute, written) is meaning
-    code, out, err = run(capsys, "validate", tmp_path / "model.xml")
+    code, out, err = in_process(capsys, "validate", tmp_path / "model.xml")
     assert code == 0 and "1 layer, 0 errors" in out, out + err
     (layer,) = open_model(str(tmp_path / "model.xml")).layers
     assert attributes_of(layer)[attribute] is meaning
@@ -182,7 +168,7 @@ def test_two_layers_of_one_name_keep_their_own_attributes(tmp_path, capsys) -> N
     released_ir(tmp_path / "model.xml", {"ctc_merge_repeated": False}, ctc_merge_repeated=True)
     assert (tmp_path / "model.xml").read_text().count('name="ctc" type="CTCLoss"') == 2
     inputs_npz(tmp_path / "inputs.npz")
-    code, out, err = run(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz")
+    code, out, err = in_process(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz")
     assert code == 0 and out.count("verdict AGREE") == 2, out + err
     assert "ctc_merge_repeated=1" in out and "ctc_merge_repeated=0" in out
 
@@ -191,7 +177,7 @@ def test_a_bad_attribute_of_one_of_two_layers_of_one_name_is_found(tmp_path, cap
     released_ir(tmp_path / "model.xml", {"unique": True})
     text = (tmp_path / "model.xml").read_text()
     (tmp_path / "model.xml").write_text(text.replace('unique="false"', 'unique="maybe"', 1))
-    code, out, err = run(capsys, "validate", tmp_path / "model.xml")
+    code, out, err = in_process(capsys, "validate", tmp_path / "model.xml")
     assert code == 1, out + err
     assert out.count("attribute unique = 'maybe' is not a boolean") == 1, out
 
@@ -212,7 +198,9 @@ def test_a_doctype_is_refused_in_any_encoding_and_position(tmp_path, capsys, enc
         data = (f'<?xml version="1.0" encoding="{declared}"?>' + doctype + body).encode(encoding)
     (tmp_path / "model.xml").write_bytes(data)
     for command in ("validate", "eval"):
-        assert_refused(run(capsys, command, tmp_path / "model.xml"), "DOCTYPE or entity declaration is refused")
+        assert_invalid_input(
+            in_process(capsys, command, tmp_path / "model.xml"), "DOCTYPE or entity declaration is refused"
+        )
 
 
 def test_a_utf16_ir_is_read_as_ctcop_reads_it(tmp_path, capsys) -> None:
@@ -220,7 +208,7 @@ def test_a_utf16_ir_is_read_as_ctcop_reads_it(tmp_path, capsys) -> None:
     text = (tmp_path / "model.xml").read_text()
     text = text.replace('<?xml version="1.0"?>', '<?xml version="1.0" encoding="UTF-16"?>', 1)
     (tmp_path / "model.xml").write_bytes(text.replace('unique="false"', 'unique="maybe"').encode("utf-16"))
-    code, out, err = run(capsys, "validate", tmp_path / "model.xml")
+    code, out, err = in_process(capsys, "validate", tmp_path / "model.xml")
     assert code == 1 and "attribute unique = 'maybe' is not a boolean" in out, out + err
 
 
@@ -236,16 +224,16 @@ def test_a_constant_layer_not_typed_const_is_refused(tmp_path, capsys, spelling:
     assert text.count('type="Const"') == 1
     (tmp_path / "model.xml").write_text(text.replace('type="Const"', f'type="{spelling}"'))
     for command in ("validate", "eval"):
-        assert_refused(run(capsys, command, tmp_path / "model.xml"), f"of type {spelling!r}")
+        assert_invalid_input(in_process(capsys, command, tmp_path / "model.xml"), f"of type {spelling!r}")
 
 
 def test_the_const_checks_stay(tmp_path, capsys) -> None:
     released_ir(tmp_path / "model.xml", blank=0)
-    code, out, err = run(capsys, "validate", tmp_path / "model.xml")
+    code, out, err = in_process(capsys, "validate", tmp_path / "model.xml")
     assert code == 0 and "blank_index" in out and "= 0" in out, out + err
     text = (tmp_path / "model.xml").read_text()
     (tmp_path / "model.xml").write_text(text.replace('size="4"', 'size="4000"'))
-    assert_refused(run(capsys, "validate", tmp_path / "model.xml"), "outside the")
+    assert_invalid_input(in_process(capsys, "validate", tmp_path / "model.xml"), "outside the")
 
 
 # npz members are checked by what they declare before anything is read.
@@ -273,8 +261,8 @@ def test_an_npz_member_declaring_a_huge_array_is_refused_before_it_is_read(tmp_p
         raise AssertionError("np.load was called")
 
     monkeypatch.setattr(np, "load", never)
-    result = run(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "bomb.npz")
-    assert_refused(result, "'logits' declares 4000000000000 bytes")
+    result = in_process(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "bomb.npz")
+    assert_invalid_input(result, "'logits' declares 4000000000000 bytes")
 
 
 def test_an_npz_member_larger_than_the_limit_is_refused_before_it_is_read(tmp_path, monkeypatch) -> None:
@@ -305,7 +293,7 @@ def test_an_npz_member_larger_than_the_limit_is_refused_before_it_is_read(tmp_pa
 def test_an_npz_member_that_is_not_a_plain_npy_array_is_refused(tmp_path, capsys, members, message: str) -> None:
     released_ir(tmp_path / "model.xml")
     npz_with(tmp_path / "odd.npz", members)
-    assert_refused(run(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "odd.npz"), message)
+    assert_invalid_input(in_process(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "odd.npz"), message)
 
 
 # ONNX: a port fed by an initializer has the initializer's type and shape.
@@ -324,14 +312,14 @@ def onnx_with_constant_labels(path: Path) -> None:
 
 def test_labels_from_an_onnx_initializer_have_its_type(tmp_path, capsys) -> None:
     onnx_with_constant_labels(tmp_path / "model.onnx")
-    code, out, err = run(capsys, "validate", tmp_path / "model.onnx")
+    code, out, err = in_process(capsys, "validate", tmp_path / "model.onnx")
     assert code == 0, out + err
     assert re.search(r"labels +int64 +\[2,6\] +from initializer\n", out), out
 
 
 def test_eval_takes_labels_from_an_onnx_initializer(tmp_path, capsys) -> None:
     onnx_with_constant_labels(tmp_path / "model.onnx")
-    code, out, err = run(capsys, "eval", tmp_path / "model.onnx")
+    code, out, err = in_process(capsys, "eval", tmp_path / "model.onnx")
     assert code == 0 and "verdict AGREE" in out, out + err
 
 
@@ -341,7 +329,7 @@ def test_eval_takes_labels_from_an_onnx_initializer(tmp_path, capsys) -> None:
 def test_eval_on_a_hetero_device_reads_each_value_by_name(tmp_path, capsys) -> None:
     released_ir(tmp_path / "model.xml")
     inputs_npz(tmp_path / "inputs.npz")
-    result = run(
+    result = in_process(
         capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz", "--device", "HETERO:CPU,CPU"
     )
     code, out, err = result
@@ -448,7 +436,7 @@ def test_a_malformed_onnx_file_is_refused_in_one_line(tmp_path, capsys, case: st
     (tmp_path / "in").mkdir()
     path = malformed_onnx(tmp_path / "in", case)
     for command in ("validate", "eval"):
-        assert_refused(run(capsys, command, path), message)
+        assert_invalid_input(in_process(capsys, command, path), message)
 
 
 @pytest.mark.parametrize("case", ["mask_rank_0", "logits_as_labels", "long_input_name"])
@@ -463,7 +451,7 @@ def test_eval_of_an_oddly_wired_onnx_layer_is_a_verdict(tmp_path, capsys, case: 
     if case == "long_input_name":  # longer than a zip member's name may be
         node.input[2] = next(v for v in model.graph.input if v.name == "labels").name = "x" * 65536
     save_onnx(model, str(tmp_path / "model.onnx"))
-    code, out, err = run(capsys, "eval", tmp_path / "model.onnx")
+    code, out, err = in_process(capsys, "eval", tmp_path / "model.onnx")
     assert err == "", err
     assert (code, "verdict INVALID-LAYER" in out) == ((0, False) if case == "long_input_name" else (1, True)), out
 
@@ -516,8 +504,8 @@ def onnx_with_a_layer_in_an_if_branch(path: Path) -> None:
 def test_layers_only_inside_bodies_are_named_in_the_refusal(tmp_path, capsys, build, name: str, count: int) -> None:
     build(tmp_path / name)
     for command in ("validate", "eval"):
-        result = run(capsys, command, tmp_path / name)
-        assert_refused(
+        result = in_process(capsys, command, tmp_path / name)
+        assert_invalid_input(
             result, f"in its main graph; {count} inside If/Loop/TensorIterator bodies, which ctcop does not evaluate"
         )
 
@@ -581,8 +569,8 @@ def test_an_initializer_of_another_type_shadowing_an_input_is_refused(tmp_path, 
     model.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros((3, 8), np.int32), "labels"))
     path = tmp_path / "shadowed.onnx"
     save_onnx(model, str(path))
-    result = run(capsys, command, path, *(["--seed", "1"] if command == "eval" else []))
-    assert_refused(result, "model: shape inference fails: [TypeInferenceError] Inferred elem type differs")
+    result = in_process(capsys, command, path, *(["--seed", "1"] if command == "eval" else []))
+    assert_invalid_input(result, "model: shape inference fails: [TypeInferenceError] Inferred elem type differs")
 
 
 def test_a_closed_or_full_stdout_costs_no_report(tmp_path) -> None:
@@ -614,7 +602,7 @@ def test_export_refuses_to_write_over_the_model_it_attaches_to(tmp_path, capsys,
         released_ir(model)
         args = ["export", "--format", "ir", "-o", model, "--attach", model, "--logits-output", "0"]
     before = model.read_bytes()
-    assert_refused(run(capsys, *args), "is an input file of this command")
+    assert_invalid_input(in_process(capsys, *args), "is an input file of this command")
     assert model.read_bytes() == before
 
 
@@ -627,9 +615,9 @@ def test_a_layer_input_declared_beyond_the_budget_is_an_invalid_layer(tmp_path, 
     loss = opset4.ctc_loss(logits, lengths[0], labels, lengths[1])
     model = openvino.Model([ops.result(loss)], [x, lengths[0], labels, lengths[1]])
     openvino.save_model(model, str(tmp_path / "m.xml"))
-    code, out, err = run(capsys, "validate", tmp_path / "m.xml")
+    code, out, err = in_process(capsys, "validate", tmp_path / "m.xml")
     assert code == 1 and "logits: declared 8.94 GiB, over the 1 GiB ctcop evaluates" in out, out + err
-    code, out, err = run(capsys, "eval", tmp_path / "m.xml", "--seed", "1")
+    code, out, err = in_process(capsys, "eval", tmp_path / "m.xml", "--seed", "1")
     assert code == 1 and "verdict INVALID-LAYER" in out, out + err
 
 
@@ -638,7 +626,9 @@ def test_xml_nested_deeper_than_an_ir_needs_is_refused(tmp_path, capsys, depth: 
     released_ir(tmp_path / "model.xml")
     text = (tmp_path / "model.xml").read_text()
     (tmp_path / "model.xml").write_text(text.replace("<layers>", "<layers>" + "<a>" * depth + "</a>" * depth, 1))
-    assert_refused(run(capsys, "validate", tmp_path / "model.xml"), "XML nested deeper than 256 elements is refused")
+    assert_invalid_input(
+        in_process(capsys, "validate", tmp_path / "model.xml"), "XML nested deeper than 256 elements is refused"
+    )
 
 
 @pytest.mark.parametrize("command", ["validate", "eval"])
@@ -647,8 +637,8 @@ def test_a_name_that_is_not_utf8_is_refused(tmp_path, capsys, command: str) -> N
     data = onnx_model(dims=(8, 3, 5)).SerializeToString()
     path = tmp_path / "bytes.onnx"
     path.write_bytes(data.replace(b"labels", b"L\xed\xa0\x80LL"))
-    result = run(capsys, command, path, *(["--seed", "1"] if command == "eval" else []))
-    assert_refused(result, "model: a name is not UTF-8 text: b'L\\xed\\xa0\\x80LL'")
+    result = in_process(capsys, command, path, *(["--seed", "1"] if command == "eval" else []))
+    assert_invalid_input(result, "model: a name is not UTF-8 text: b'L\\xed\\xa0\\x80LL'")
 
 
 def test_names_with_control_characters_are_printed_escaped(tmp_path: Path, capsys) -> None:
@@ -679,7 +669,7 @@ def test_big_endian_arrays_are_read_by_value(tmp_path, capsys, member: str) -> N
     }
     arrays[member] = arrays[member].astype(arrays[member].dtype.newbyteorder(">"))
     np.savez(tmp_path / "inputs.npz", **arrays)
-    code, out, err = run(capsys, "eval", path, "--inputs", tmp_path / "inputs.npz", "--runtime", "onnxruntime")
+    code, out, err = in_process(capsys, "eval", path, "--inputs", tmp_path / "inputs.npz", "--runtime", "onnxruntime")
     assert code == 0 and "verdict AGREE" in out, out + err
 
 
@@ -692,7 +682,7 @@ def test_random_inputs_are_refused_when_together_over_the_limit(tmp_path, capsys
         model.graph.node.append(helper.make_node("Identity", [f"big{k}"], [f"copy{k}"]))
     path = tmp_path / "big.onnx"
     save_onnx(model, str(path))
-    code, out, err = run(capsys, "eval", path, "--seed", "1")
+    code, out, err = in_process(capsys, "eval", path, "--seed", "1")
     assert code == 2 and err.count("\n") == 1, out + err
     assert "the model's inputs take 1342177616 bytes together, over 1073741824" in err, err
 
@@ -712,7 +702,7 @@ def test_an_input_of_a_type_eval_cannot_feed_is_a_usage_error(tmp_path, capsys, 
     model.graph.node.append(helper.make_node("Identity", ["extra"], ["extra_copy"]))
     path = tmp_path / "typed.onnx"
     save_onnx(model, str(path))
-    code, out, err = run(capsys, "eval", path, "--seed", "1", "--runtime", "onnxruntime")
+    code, out, err = in_process(capsys, "eval", path, "--seed", "1", "--runtime", "onnxruntime")
     assert code == 2 and err.count("\n") == 1, out + err
     assert f"model input 'extra' has element type {name}: ctcop eval feeds bool, integer" in err, err
 
@@ -726,7 +716,7 @@ def test_an_input_of_dynamic_rank_takes_any_rank_from_the_npz(tmp_path, capsys) 
     loss = opset4.ctc_loss(logits, lengths[0], labels, lengths[1])
     model = openvino.Model([ops.result(loss)], [logits, lengths[0], labels, lengths[1]], "dynamic_rank")
     openvino.save_model(model, str(tmp_path / "model.xml"), compress_to_fp16=False)
-    code, out, err = run(capsys, "eval", tmp_path / "model.xml", "--seed", "1")
+    code, out, err = in_process(capsys, "eval", tmp_path / "model.xml", "--seed", "1")
     assert code == 2 and "model input 'logits' has a dynamic rank: give --inputs FILE.npz" in err, out + err
     rng = np.random.default_rng(3)
     np.savez(
@@ -736,7 +726,7 @@ def test_an_input_of_dynamic_rank_takes_any_rank_from_the_npz(tmp_path, capsys) 
         labels=np.array([[1, 2, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]], np.int32),
         label_length=np.array([2, 1], np.int32),
     )
-    code, out, err = run(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz")
+    code, out, err = in_process(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz")
     assert code == 0 and "verdict AGREE" in out, out + err
 
 
@@ -750,7 +740,9 @@ def test_a_function_attribute_reference_outside_a_function_is_refused(tmp_path, 
     path = tmp_path / "reference.onnx"
     onnx.save(model, str(path))
     for command in ("validate", "eval"):
-        assert_refused(run(capsys, command, path), "attribute 'merge_repeated' refers to a function attribute ('x')")
+        assert_invalid_input(
+            in_process(capsys, command, path), "attribute 'merge_repeated' refers to a function attribute ('x')"
+        )
 
 
 def test_an_onnx_file_name_that_is_not_utf8_is_refused(tmp_path, capsys) -> None:
@@ -758,7 +750,7 @@ def test_an_onnx_file_name_that_is_not_utf8_is_refused(tmp_path, capsys) -> None
     save_onnx(onnx_model(dims=(T, N, C)), str(tmp_path / "plain.onnx"))
     shutil.copy(tmp_path / "plain.onnx", path)
     for command in ("validate", "eval"):
-        assert_refused(run(capsys, command, path), "onnx reads files whose names are valid UTF-8 only")
+        assert_invalid_input(in_process(capsys, command, path), "onnx reads files whose names are valid UTF-8 only")
 
 
 def test_a_model_changed_while_eval_runs_is_refused(tmp_path, capsys, monkeypatch) -> None:
@@ -777,8 +769,8 @@ def test_a_model_changed_while_eval_runs_is_refused(tmp_path, capsys, monkeypatc
 
     monkeypatch.setattr(evaluate, "evaluate_layers", swapping)
     out = tmp_path / "report.json"
-    assert_refused(
-        run(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz", "--json", out),
+    assert_invalid_input(
+        in_process(capsys, "eval", tmp_path / "model.xml", "--inputs", tmp_path / "inputs.npz", "--json", out),
         "changed while ctcop eval read it; nothing is reported",
     )
     assert not out.exists()
@@ -794,7 +786,7 @@ def test_labels_from_a_sparse_constant_are_an_error_not_a_crash(tmp_path, capsys
     graph.node.insert(0, helper.make_node("Constant", [], ["labels"], sparse_value=sparse))
     path = tmp_path / "sparse.onnx"
     onnx.save(model, str(path))
-    code, out, err = run(capsys, "eval", path, "--seed", "1")
+    code, out, err = in_process(capsys, "eval", path, "--seed", "1")
     assert code == 1 and "verdict ERROR" in out and "the runtime gives the layer's labels as no tensor" in out, (
         out + err
     )
@@ -809,7 +801,7 @@ def test_a_constant_is_reported_as_the_file_holds_it(tmp_path, capsys) -> None:
     loss = opset4.ctc_loss(logits, lengths, labels, ops.constant(np.array([1, 1], np.int64)))
     model = openvino.Model([ops.result(loss)], [logits], "constant_labels")
     openvino.save_model(model, str(tmp_path / "model.xml"), compress_to_fp16=False)
-    code, out, err = run(capsys, "eval", tmp_path / "model.xml", "--seed", "1")
+    code, out, err = in_process(capsys, "eval", tmp_path / "model.xml", "--seed", "1")
     # NaN expected for both samples; the native kernel, reading the wrapped label, dies or answers
     assert code == 1 and ("verdict CRASH" in out or "verdict DISAGREE" in out), out + err
     assert "reference [nan nan]" in out and "value 4294967296 is not a class" in out, out
