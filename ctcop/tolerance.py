@@ -99,14 +99,44 @@ def allowance(expected: npt.ArrayLike, loss: npt.ArrayLike, dtype: str) -> np.nd
     return bound
 
 
-def mismatch(got: npt.ArrayLike, expected: npt.ArrayLike, dtype: str) -> Mismatch | None:
-    """None when the losses ``got`` conform to ``expected`` by the rule at element type ``dtype``;
+# OpenVINO's inference precisions narrower than float32 and the element types they compute in.
+REDUCED_TYPES = {"bf16": "bfloat16", "f16": "float16"}
+
+
+def reduced_allowance(
+    loss: npt.ArrayLike, frames: npt.ArrayLike, largest: npt.ArrayLike, classes: int, precision: str
+) -> np.ndarray:
+    """Spec 10.5: the bound on each sample's loss computed with every operation rounded to
+    ``precision`` (``bf16`` or ``f16``), for reference losses ``loss``, ``frames`` active frames
+    T_i, the largest logit magnitude X_i over them and C ``classes``::
+
+        eps(p) (|loss_i| + sqrt(T_i) |loss_i| + T_i (2 X_i + ln C + 1))
+
+    Each frame's log-softmax rounds two values of magnitude up to X_i + ln C (errors that repeat
+    from frame to frame add up: T_i of them); each frame's forward step rounds alpha, of
+    magnitude up to |loss_i| (errors of changing sign: a random walk of T_i steps); the output is
+    rounded once. A target's length enters through |loss_i| only."""
+    eps = tolerance(REDUCED_TYPES[precision]).eps
+    magnitude = np.abs(np.nan_to_num(np.asarray(loss, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0))
+    t = np.asarray(frames, dtype=np.float64)
+    x = np.nan_to_num(np.asarray(largest, dtype=np.float64), nan=0.0, posinf=0.0)
+    bound: np.ndarray = eps * (magnitude * (1.0 + np.sqrt(t)) + t * (2.0 * x + math.log(max(classes, 1)) + 1.0))
+    return bound
+
+
+def mismatch(
+    got: npt.ArrayLike, expected: npt.ArrayLike, dtype: str, reduced: npt.ArrayLike | None = None
+) -> Mismatch | None:
+    """None when the losses ``got`` conform to ``expected`` by the rule at element type ``dtype``
+    (or, where ``reduced`` gives a larger bound per sample, :func:`reduced_allowance`, by that);
     otherwise the first disagreement (kind ``"shape"`` or ``"loss"``)."""
     got_values = np.asarray(got, dtype=np.float64)
     expected_values = np.asarray(expected, dtype=np.float64)
     if got_values.shape != expected_values.shape:
         return Mismatch("shape", shape=got_values.shape, expected_shape=expected_values.shape)
     bounds = allowance(expected_values, expected_values, dtype)
+    if reduced is not None:
+        bounds = np.maximum(bounds, np.asarray(reduced, dtype=np.float64).reshape(bounds.shape))
     for i, (g, e, bound) in enumerate(zip(got_values.ravel(), expected_values.ravel(), bounds.ravel(), strict=True)):
         same_special = (np.isnan(g) and np.isnan(e)) or (np.isinf(e) and g == e)
         close = np.isfinite(e) and np.isfinite(g) and abs(g - e) <= bound

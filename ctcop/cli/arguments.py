@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
+from ..conformance import rows
 from ..errors import InvalidInputError
 from ..exit_codes import ExitCode
 from .output import one_line
@@ -20,11 +21,11 @@ MAX_SEED = 2**32 - 1
 MAX_DETAILS = 1_000_000
 MAX_JOBS = 1024
 MAX_TIMEOUT_S = 86400
-DEVICE = re.compile(r"[A-Za-z0-9_.:,()-]{1,128}")
+DEVICE = rows.DEVICE
 _DIGITS = re.compile(r"[0-9]{1,30}")
 _NUMBER = re.compile(r"-?[0-9]{1,30}")
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_RUNTIME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_RUNTIME = rows.NAME
 _SECONDS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?")
 
 

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..conformance.rows import DECLARED, PRECISIONS
 from ..errors import InvalidInputError
 from ..exit_codes import ExitCode
 from ..files import checked_input_file, checked_output, checked_output_folder, write_atomically
@@ -30,13 +31,21 @@ if TYPE_CHECKING:
 _WRITERS = ("write_corpus", "write_onnx_tests", "write_ir_tests")
 _RUN_ONLY = [
     "runtimes", "runtime_module", "jobs", "timeout", "json", "junit", "html", "from_json", "expected_failures",
-    "no_known_defects", "details", "all_cases",
+    "no_known_defects", "details", "all_cases", "device", "precision",
 ]  # fmt: skip
 # What a run decides and a report rendered again cannot change: the report records it.
 _MEASURING = [
     "runtimes", "runtime_module", "select", "shard", "jobs", "timeout", "json", "expected_failures", "no_known_defects",
-    "all_cases",
+    "all_cases", "device", "precision",
 ]  # fmt: skip
+_DEVICE = (
+    "an OpenVINO device for the OpenVINO runtimes: CPU (default), GPU, GPU.1, NPU, AUTO:..., HETERO:..., BATCH:...; "
+    "repeatable, a row per device (a value is one device: commas belong to a virtual device's list)"
+)
+_PRECISION = (
+    "what the rows compute and are judged at: declared (default: the logits' type, spec 13), native (the device's "
+    "default), or the OpenVINO hint f32, bf16 or f16; bf16 and f16 are judged by spec 10.5's bound"
+)
 _SELF_CHECK = (
     "measure the corpus instead: run a plain implementation of the spec and its mutants, each one rule broken, on "
     "the selected cases; print which mutants the cases catch (exit 0 when they catch every one)"
@@ -70,6 +79,9 @@ def add_parser(commands: Commands) -> None:
         "--list", action="store_true", help="run nothing: print the ids of the selected cases, one per line"
     )
     runs.add_argument("--all-cases", action="store_true", help="no sample: every runtime runs every case")
+    device = arguments.pattern("OpenVINO device", arguments.DEVICE)
+    runs.add_argument("--device", action="append", type=device, metavar="DEV", help=_DEVICE)
+    runs.add_argument("--precision", choices=PRECISIONS, help=_PRECISION)
     runs.add_argument("--shard", type=arguments.shard, metavar="K/N", help="only shard K of N of the selected cases")
     runs.add_argument(
         "--jobs", type=arguments.integer(1, arguments.MAX_JOBS), help="worker processes (default: the CPUs)"
@@ -184,6 +196,8 @@ def _plan(args: argparse.Namespace, expected_failures: list[Expected]) -> Plan:
             known_defects=not args.no_known_defects,
             probe_timeout_s=args.timeout or registry.PROBE_TIMEOUT_S,
             sample=not (args.all_cases or args.select or args.runtimes),
+            on_devices=list(dict.fromkeys(args.device or [])),
+            precision=args.precision or DECLARED,
         )
     except suite.PlanError as error:
         raise InvalidInputError(error.option, str(error)) from None

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..text import one_line
 from .classes import UNCLASSIFIED, Facts, classify, facts
-from .registry import NAME
 from .report import SCHEMA, accepted, counted, read
 from .result import Result, from_dict
+from .rows import ROW
 from .sampling import recorded
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ def _runtimes(document: Mapping[str, Any]) -> tuple[tuple[str, ...], dict[str, s
     versions: dict[str, str] = {}
     for number, entry in enumerate(_part(document, "runtimes", list)):
         name = entry.get("name") if isinstance(entry, dict) else None
-        if not (isinstance(name, str) and NAME.fullmatch(name) and isinstance(entry.get("available"), bool)):
+        if not (isinstance(name, str) and ROW.fullmatch(name) and isinstance(entry.get("available"), bool)):
             raise ReportError(f"runtime {number} is not {{name, available, ...}} with a runtime's name")
         if name in listed:
             raise ReportError(f"runtime {number} ({name}) is listed twice")

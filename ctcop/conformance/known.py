@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..defects import Defect, Registry, registry, remeasure_note
 from .expected import FAILURES
@@ -28,29 +28,35 @@ def _selects(selector: str, case: str, tags: Sequence[str]) -> bool:
 
 @dataclass(frozen=True)
 class KnownDefects:
-    """The defects that apply to a run, indexed for lookup by runtime and case."""
+    """The defects that apply to a run, indexed for lookup by registry key and case; ``keys``
+    gives a row's registry keys (:mod:`.rows`; a row not there is its own key)."""
 
     listed: Mapping[tuple[str, str], Defect]
     scoped: Sequence[Defect]
+    keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, defects: Sequence[Defect]) -> KnownDefects:
+    def of(cls, defects: Sequence[Defect], keys: Mapping[str, tuple[str, ...]] | None = None) -> KnownDefects:
         listed: dict[tuple[str, str], Defect] = {}
         for defect in defects:
             for runtime, cases in defect.cases.items():
                 for case in cases:
                     listed.setdefault((runtime, case), defect)
-        return cls(listed, [d for d in defects if d.also])
+        return cls(listed, [d for d in defects if d.also], dict(keys or {}))
+
+    def _listed(self, row: str, case: str) -> Defect | None:
+        return next((self.listed[k, case] for k in self.keys.get(row, (row,)) if (k, case) in self.listed), None)
 
     def claim(self, runtime: str, case: str, tags: Sequence[str], status: str) -> Defect | None:
-        """The defect that explains ``status`` of ``runtime`` on ``case``, or None."""
-        listed = self.listed.get((runtime, case))
+        """The defect that explains ``status`` of the row ``runtime`` on ``case``, or None."""
+        listed = self._listed(runtime, case)
         if listed is not None and status in listed.statuses:
             return listed
+        keys = self.keys.get(runtime, (runtime,))
         for defect in self.scoped:
             if (
                 status in defect.statuses
-                and any(fnmatch.fnmatchcase(runtime, r) for r in defect.runtimes)
+                and any(fnmatch.fnmatchcase(key, r) for key in keys for r in defect.runtimes)
                 and any(_selects(s, case, tags) for s in defect.also)
             ):
                 return defect
@@ -65,29 +71,34 @@ class KnownDefects:
                 return replace(
                     result, status="xfail", defect=defect.id, message=f"{defect.label} [{status}] {result.message}"
                 )
-        elif status == "pass" and (runtime, case) in self.listed:
-            defect = self.listed[runtime, case]
-            return replace(result, status="xpass", defect=defect.id, message=remeasure_note(defect, case))
+        elif status == "pass" and (listed := self._listed(runtime, case)) is not None:
+            return replace(result, status="xpass", defect=listed.id, message=remeasure_note(listed, case))
         return result
 
 
-def default() -> KnownDefects:
-    """ctcop's registry as a :class:`KnownDefects`."""
-    return KnownDefects.of(registry().defects)
+def default(keys: Mapping[str, tuple[str, ...]] | None = None) -> KnownDefects:
+    """ctcop's registry as a :class:`KnownDefects` for rows of registry ``keys``."""
+    return KnownDefects.of(registry().defects, keys)
 
 
-def process_corrupting() -> frozenset[tuple[str, str]]:
-    """The (runtime, case) evaluations that ctcop's registry lists under a defect measured both to
+def process_corrupting(keys: Mapping[str, tuple[str, ...]] | None = None) -> frozenset[tuple[str, str]]:
+    """The (row, case) evaluations that ctcop's registry lists under a defect measured both to
     kill the process and to return in another run (``crash`` and ``nondeterministic``): the kernel
     does not always die of what it writes, so the runner ends the worker after each of them
-    (:class:`.pool.Settings`). A defect that always kills needs no more than the worker's death."""
-    return frozenset(
+    (:class:`.pool.Settings`). A defect that always kills needs no more than the worker's death.
+    ``keys``: the rows' registry keys (a row not there, or none given, is its own key)."""
+    corrupting = {
         (runtime, case)
         for defect in registry().defects
         if {"crash", "nondeterministic"} <= set(defect.statuses)
         for runtime, cases in defect.cases.items()
         for case in cases
-    )
+    }
+    by_key: dict[str, list[str]] = {}
+    for row, row_keys in (keys or {}).items():
+        for key in row_keys:
+            by_key.setdefault(key, []).append(row)
+    return frozenset((row, case) for key, case in corrupting for row in by_key.get(key, [key]))
 
 
 @dataclass

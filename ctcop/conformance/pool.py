@@ -50,13 +50,14 @@ Key = tuple[str, str]
 
 @dataclass(frozen=True)
 class Runtimes:
-    """The runtimes of a run, by name (in order), and where a worker finds them:
+    """The rows of a run, by name (in order), and where a worker finds their runtimes:
     :func:`.registry.discover` of ``modules`` (``--runtime-module`` specs), entry points with
-    ``with_plugins``."""
+    ``with_plugins``; ``reduced``: the rows judged at a reduced precision (spec 10.5), and which."""
 
     names: tuple[str, ...]
     modules: tuple[str, ...] = ()
     with_plugins: bool = True
+    reduced: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,13 +111,13 @@ def _case(folder: str) -> Case:
 
 
 def evaluate(request: Mapping[str, Any]) -> dict[str, Any]:
-    """In a worker: one evaluation, ``{"runtime", "case" (its folder), "modules", "with_plugins"}``
-    in, its result out (:func:`.result.to_dict`)."""
+    """In a worker: one evaluation, ``{"runtime", "case" (its folder), "modules", "with_plugins",
+    "reduced"}`` in, its result out (:func:`.result.to_dict`)."""
     from .verdict import judge
 
     name = request["runtime"]
     runtime = _runtime(name, tuple(request["modules"]), request["with_plugins"])
-    return to_dict(judge(runtime, _case(request["case"]), name))
+    return to_dict(judge(runtime, _case(request["case"]), name, request["reduced"]))
 
 
 # -- the parent side -----------------------------------------------------------------------------
@@ -156,6 +157,7 @@ class Pool:
             "case": str(self.cases[task.case].stored_in()),
             "modules": list(self.runtimes.modules),
             "with_plugins": self.runtimes.with_plugins,
+            "reduced": dict(self.runtimes.reduced).get(task.runtime),
         }
 
     def _choice(self, pending: list[Task], slot: Slot | None) -> int | None:

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..text import one_line
+from . import rows
 
 GROUP = "ctcop.runtimes"
 PROBE_TIMEOUT_S = 120.0  # how long loading a runtime module may take in the probe (:func:`probe`)
-NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+NAME = rows.NAME
 VERSION_LIMIT = 200  # characters of a runtime's version
 
 
@@ -216,17 +217,18 @@ def plugins(probe_timeout_s: float = PROBE_TIMEOUT_S) -> list[tuple[str, list[An
 
 
 def find(name: str, modules: Sequence[str] = (), with_plugins: bool = True) -> Any:
-    """The runtime called ``name``, for a worker that runs what its caller listed available: a
-    built-in adapter or a peer is taken as it is (no library imported, ``available()`` not asked);
-    any other name is looked up in :func:`discover`'s list. :class:`LookupError` when no runtime is
-    called ``name``."""
-    for runtime in builtin() + peers():
-        if runtime.name == name:
-            return runtime
-    for entry in discover(modules, with_plugins):
-        if entry.name == name:
-            return entry.runtime
-    raise LookupError(f"no runtime is called {name!r}")
+    """The runtime of the row called ``name`` (:mod:`.rows`), for a worker that runs what its
+    caller listed available: a built-in adapter or a peer is taken as it is (no library imported,
+    ``available()`` not asked); any other name is looked up in :func:`discover`'s list. An
+    OpenVINO adapter compiles for the row's device at its precision. :class:`LookupError` when no
+    runtime is called ``name``."""
+    row = rows.parse(name)
+    found = next((runtime for runtime in builtin() + peers() if runtime.name == row.runtime), None)
+    if found is None:
+        found = next((e.runtime for e in discover(modules, with_plugins) if e.name == row.runtime), None)
+    if found is None:
+        raise LookupError(f"no runtime is called {name!r}")
+    return found.on(row.device, row.precision) if getattr(found, "device", None) is not None else found
 
 
 def _version(runtime: Any) -> tuple[str | None, str | None]:

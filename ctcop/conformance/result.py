@@ -23,7 +23,7 @@ from typing import Any
 
 from ..text import one_line, printable
 from ..tolerance import Mismatch
-from .registry import NAME
+from .rows import ROW
 
 STATUSES = ("pass", "fail", "error", "crash", "timeout", "skip", "xfail", "xpass", "nondeterministic")
 ANSWERS = ("value", "raised", "skip", "crash", "timeout")  # what one evaluation gave
@@ -194,8 +194,8 @@ def from_dict(data: Any) -> Result:
     answer, loss = row.get("answer", ""), row.get("loss", [])
     if answer not in ("", *ANSWERS) or not isinstance(loss, list) or not all(isinstance(v, str) for v in loss):
         raise ValueError("has an answer that is not one of value, raised, skip, crash, timeout, or a loss not text")
-    if not NAME.fullmatch(str(texts[1])):
-        raise ValueError(f"has a runtime that is not a runtime name ({NAME.pattern})")
+    if not ROW.fullmatch(str(texts[1])):
+        raise ValueError("has a runtime that is not a row's name (runtime[@DEVICE][/PRECISION], spec 10.4)")
     death = _optional_text(row, "death")
     return Result(
         case=printable(str(texts[0])),

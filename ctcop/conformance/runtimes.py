@@ -20,7 +20,7 @@ import importlib
 import os
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -32,9 +32,10 @@ from ..reference import ctc_loss, ctc_loss_grad
 from ..schema import form
 from .case import Case, reference_grad, reference_loss
 from .protocol import Outcome, Unsupported, outcome
+from .rows import DECLARED, DEFAULT_DEVICE, Row
 
-Evaluate = Callable[[np.ndarray, np.ndarray, np.ndarray, Attributes], np.ndarray]
-Released = Callable[[Mapping[str, np.ndarray], Attributes], np.ndarray | Outcome]
+Evaluate = Callable[..., np.ndarray]  # (inputs, sequence_mask, labels, attributes[, row])
+Released = Callable[..., np.ndarray | Outcome]  # (released inputs by name, attributes[, row])
 Key = tuple[str, str, str, Attributes]
 # The released form's inputs (element types) and whether blank_index is given, for model caches.
 ReleasedKey = tuple[tuple[tuple[str, str], ...], Attributes]
@@ -74,6 +75,14 @@ class Runtime:
     needs: tuple[str, ...] = ()
     spec_outcome: Callable[[Mapping[str, np.ndarray], Attributes], Outcome] | None = None
     sampled: bool = False
+    device: str | None = None
+    precision: str = DECLARED
+
+    def on(self, device: str, precision: str) -> Runtime:
+        """This OpenVINO runtime compiling for ``device`` at ``precision`` (spec 10.4), named
+        for its row (:mod:`.rows`)."""
+        assert self.device is not None, f"{self.name} compiles for no OpenVINO device"
+        return replace(self, name=Row(self.name, device, precision).name, device=device, precision=precision)
 
     def __call__(
         self, inputs: np.ndarray, sequence_mask: np.ndarray, labels: np.ndarray, **attributes: bool
@@ -101,12 +110,13 @@ class Runtime:
         x = case.inputs
         if logits_type == "bfloat16" and next(iter(x.values())).dtype.name != "bfloat16":
             raise Unsupported("bfloat16 logits need the ml_dtypes package (the corpus stores their bits)")
+        target = () if self.device is None else (Row(self.name, self.device, self.precision),)
         if case.form == "released":
             assert self.released is not None
-            return self.released(x, case.attributes)
+            return self.released(x, case.attributes, *target)
         if self.spec_outcome is not None:
             return self.spec_outcome(x, case.attributes)
-        return self.evaluate(x["inputs"], x["sequence_mask"], x["labels"], case.attributes)
+        return self.evaluate(x["inputs"], x["sequence_mask"], x["labels"], case.attributes, *target)
 
 
 # -- the reference ---------------------------------------------------------------------------
@@ -241,11 +251,11 @@ def _onnx_reference_released(x: Mapping[str, np.ndarray], attributes: Attributes
 _COMPILED: dict[tuple[Any, ...], Any] = {}
 
 
-def _declared(core: Any, logits_dtype: str) -> dict[str, str]:
-    """The compile config for a model whose logits are ``logits_dtype`` (spec 13)."""
-    from ..openvino import declared_precision_config
+def _config(core: Any, row: Row, logits_dtype: str) -> dict[str, str]:
+    """The compile config of ``row``'s precision for a model whose logits are ``logits_dtype``."""
+    from ..openvino.precision import precision_config
 
-    return declared_precision_config(core, "CPU", logits_dtype)
+    return precision_config(core, row.device, row.precision, logits_dtype)
 
 
 def _logits_dtype(key: Key | ReleasedKey) -> str:
@@ -269,7 +279,7 @@ def _infer(build: Callable[..., Any], key: tuple[Any, ...], inputs: Any) -> np.n
         raise
 
 
-def _openvino_onnx_model(key: Key | ReleasedKey) -> Any:
+def _openvino_onnx_model(key: Key | ReleasedKey, row: Row) -> Any:
     from ..openvino import openvino_core
 
     core = openvino_core()
@@ -277,21 +287,23 @@ def _openvino_onnx_model(key: Key | ReleasedKey) -> Any:
         path = os.path.join(folder, "ctc_loss.onnx")
         with open(path, "wb") as file:
             file.write(_model_bytes(key))
-        return core.compile_model(core.read_model(path), "CPU", _declared(core, _logits_dtype(key)))
+        return core.compile_model(core.read_model(path), row.device, _config(core, row, _logits_dtype(key)))
 
 
-def _openvino_onnx(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
-    return _infer(_openvino_onnx_model, (_key(inputs, mask, labels, attributes),), [inputs, mask, labels])
+def _openvino_onnx(
+    inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes, row: Row
+) -> np.ndarray:
+    return _infer(_openvino_onnx_model, (_key(inputs, mask, labels, attributes), row), [inputs, mask, labels])
 
 
-def _openvino_onnx_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> np.ndarray:
-    return _infer(_openvino_onnx_model, (_released_key(x, attributes),), dict(x))
+def _openvino_onnx_released(x: Mapping[str, np.ndarray], attributes: Attributes, row: Row) -> np.ndarray:
+    return _infer(_openvino_onnx_model, (_released_key(x, attributes), row), dict(x))
 
 
 # -- ctcop's IR ------------------------------------------------------------------------------
 
 
-def _openvino_ir_model(key: Key, ir_form: str) -> Any:
+def _openvino_ir_model(key: Key, ir_form: str, row: Row) -> Any:
     """ctcop's IR, saved and read back: by a stock Core for the lowered form (it needs nothing
     else), by a Core with ctcop's extensions for the custom-op form."""
     import openvino
@@ -304,18 +316,20 @@ def _openvino_ir_model(key: Key, ir_form: str) -> Any:
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "ctc_loss.xml")
         save_ir(model, path)
-        return core.compile_model(core.read_model(path), "CPU", _declared(core, dtype))
+        return core.compile_model(core.read_model(path), row.device, _config(core, row, dtype))
 
 
-def _openvino_ir_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> np.ndarray:
+def _openvino_ir_released(x: Mapping[str, np.ndarray], attributes: Attributes, row: Row) -> np.ndarray:
     from ..openvino.released import compiled_released_model
 
-    return _infer(compiled_released_model, _released_key(x, attributes), dict(x))
+    return _infer(compiled_released_model, (*_released_key(x, attributes), row.device, row.precision), dict(x))
 
 
 def _openvino_ir(ir_form: str) -> Evaluate:
-    def evaluate(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
-        key = (_key(inputs, mask, labels, attributes), ir_form)
+    def evaluate(
+        inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes, row: Row
+    ) -> np.ndarray:
+        key = (_key(inputs, mask, labels, attributes), ir_form, row)
         return _infer(_openvino_ir_model, key, [inputs, mask, labels])
 
     return evaluate
@@ -348,7 +362,7 @@ def _ov_output(result: Any, dtype: np.dtype[Any]) -> np.ndarray:
     return array
 
 
-def _openvino_native_model(key: ReleasedKey) -> Any:
+def _openvino_native_model(key: ReleasedKey, row: Row) -> Any:
     """OpenVINO's opset4 CTCLoss over parameters of the given element types (dynamic shapes)."""
     import openvino
     import openvino.opset4 as opset4
@@ -358,7 +372,8 @@ def _openvino_native_model(key: ReleasedKey) -> Any:
     parameters = [opset4.parameter([-1] * ranks[name], _element_type(dtype), name=name) for name, dtype in types]
     node = opset4.ctc_loss(*parameters, **attributes)
     core = openvino.Core()
-    return core.compile_model(openvino.Model([node], parameters), "CPU", _declared(core, dict(types)["logits"]))
+    config = _config(core, row, dict(types)["logits"])
+    return core.compile_model(openvino.Model([node], parameters), row.device, config)
 
 
 def openvino_native_inputs(
@@ -376,14 +391,16 @@ def openvino_native_inputs(
     return np.ascontiguousarray(inputs.transpose(1, 0, 2)), batch.lengths, targets, batch.target_lengths
 
 
-def _openvino_native_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> np.ndarray:
+def _openvino_native_released(x: Mapping[str, np.ndarray], attributes: Attributes, row: Row) -> np.ndarray:
     """The case's own inputs, as they are, to OpenVINO's CTCLoss-4 with the case's attributes."""
     feeds = {name: _ov_input(np.asarray(value)) for name, value in x.items()}
-    result = _infer(_openvino_native_model, (_released_key(x, attributes),), feeds)
+    result = _infer(_openvino_native_model, (_released_key(x, attributes), row), feeds)
     return _ov_output(result, np.asarray(x["logits"]).dtype)
 
 
-def _openvino_native(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
+def _openvino_native(
+    inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes, row: Row
+) -> np.ndarray:
     names = form("openvino").input_names
     released = dict(zip(names, openvino_native_inputs(inputs, mask, labels), strict=False))
     chosen = Attributes.of(
@@ -393,7 +410,7 @@ def _openvino_native(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, a
         },
         form_name="openvino",
     )
-    return _openvino_native_released(released, chosen)
+    return _openvino_native_released(released, chosen, row)
 
 
 RUNTIMES: dict[str, Runtime] = {
@@ -424,36 +441,39 @@ RUNTIMES: dict[str, Runtime] = {
         ),
         Runtime(
             "openvino-onnx",
-            "exported ONNX model read by OpenVINO with ctcop's extension, CPU device",
+            "exported ONNX model read by OpenVINO with ctcop's extension",
             _openvino_onnx,
             released=_openvino_onnx_released,
             bfloat16=NO_BFLOAT16.format("ONNX"),
             needs=("onnx", "openvino"),
+            device=DEFAULT_DEVICE,
         ),
         Runtime(
             "openvino",
-            "OpenVINO's native CTCLoss-4 on the CPU device: released cases as they are, spec cases "
-            "through layout adapters only",
+            "OpenVINO's native CTCLoss-4: released cases as they are, spec cases through layout adapters only",
             _openvino_native,
             released=_openvino_native_released,
             needs=("openvino",),
+            device=DEFAULT_DEVICE,
             sampled=True,  # a registered crash (D1) costs a worker process per evaluation
         ),
         Runtime(
             "openvino-ir",
-            "ctcop's lowered IR (stock operators and guards) on stock OpenVINO, CPU",
+            "ctcop's lowered IR (stock operators and guards) on stock OpenVINO",
             _openvino_ir("lowered"),
             released=_openvino_ir_released,
             bfloat16=NO_BFLOAT16.format("IR"),
             needs=("openvino",),
+            device=DEFAULT_DEVICE,
         ),
         Runtime(
             "openvino-custom",
-            "ctcop's custom-op IR layer (CTCLoss, ctcop1) in OpenVINO, CPU",
+            "ctcop's custom-op IR layer (CTCLoss, ctcop1) in OpenVINO",
             _openvino_ir("custom"),
             released_unsupported=IR_TIME_MAJOR_ONLY,
             bfloat16=NO_BFLOAT16.format("IR"),
             needs=("openvino",),
+            device=DEFAULT_DEVICE,
         ),
     )
 }

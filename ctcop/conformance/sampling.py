@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..text import one_line
 from .case import FLOAT_TYPES
 from .classes import elements
-from .registry import NAME
+from .rows import ROW
 
 if TYPE_CHECKING:
     from ..defects import Defect
@@ -104,7 +104,7 @@ class Sampled:
 
 def _sampled(name: str, part: Any) -> Sampled:
     """Runtime ``name``'s entry of ``selection.sampled`` (:func:`recorded`)."""
-    if not NAME.fullmatch(name):
+    if not ROW.fullmatch(name):
         raise ValueError(f"selection.sampled names {one_line(repr(name), 80)}, which is not a runtime's name")
     entry = part if isinstance(part, dict) else {}
     rule = entry.get("rule")

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .registry import NAME
+from .rows import ROW
 from .sampling import recorded
 
 T = TypeVar("T")
@@ -90,7 +90,7 @@ def _check_runtimes(runtimes: Any, path: str) -> None:
         fine = (
             isinstance(entry, dict)
             and isinstance(entry.get("name"), str)
-            and NAME.fullmatch(entry["name"]) is not None
+            and ROW.fullmatch(entry["name"]) is not None
             and isinstance(entry.get("description"), str)
             and entry["description"].isprintable()
             and isinstance(entry.get("available"), bool)

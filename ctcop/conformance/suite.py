@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import defects
-from . import corpus, expected, known, registry, report, runner, sampling, shard
+from . import corpus, devices, expected, known, registry, report, runner, sampling, shard
 from .case import Case
 from .result import Result
+from .rows import DECLARED
 
 
 class PlanError(ValueError):
@@ -44,6 +45,7 @@ class Plan:
     known: known.KnownDefects | None = None
     modules: list[str] = field(default_factory=list)
     sampled: dict[str, set[str]] = field(default_factory=dict)
+    facts: dict[str, devices.Facts] = field(default_factory=dict)
 
     def runs(self, name: str) -> int:
         """How many cases runtime ``name`` evaluates."""
@@ -62,18 +64,30 @@ class Plan:
         return {entry.name: entry.runtime for entry in self.listed if entry.available is None}
 
     def runtimes(self) -> list[dict[str, Any]]:
-        """The report's ``runtimes``: each one's name, description, whether it ran and why not, and
-        its own version (null when it gives none)."""
-        return [
-            {
+        """The report's ``runtimes``: each row's name, description, whether it ran and why not, its
+        runtime's own version (null when it gives none) and, for a row that ran, its registry keys,
+        the reduced precision it was judged at (null: none) and its OpenVINO device's facts."""
+        listed = []
+        for e in self.listed:
+            row = {
                 "name": e.name,
                 "description": e.description,
                 "available": e.available is None,
                 "reason": e.available,
                 "version": e.version,
             }
-            for e in self.listed
-        ]
+            facts = self.facts.get(e.name)
+            if facts is not None and e.available is None:
+                row.update(registry_keys=list(facts.keys), judged_at=facts.reduced)
+                if facts.device is not None:
+                    row["openvino"] = dict(facts.device)
+            listed.append(row)
+        return listed
+
+    @property
+    def keys(self) -> dict[str, tuple[str, ...]]:
+        """Each row's registry keys (:mod:`.rows`)."""
+        return {name: facts.keys for name, facts in self.facts.items()}
 
 
 def choose(entries: Sequence[registry.Entry], names: Sequence[str] | None) -> list[registry.Entry]:
@@ -110,12 +124,16 @@ def select_cases(patterns: Sequence[str], shard_spec: tuple[int, int] | None, ro
     return shard.select(chosen, [case.id for case in chosen], shard_spec)
 
 
-def _samples(listed: Sequence[registry.Entry], chosen: Sequence[Case], cases: Sequence[Case]) -> dict[str, set[str]]:
-    """The ids of ``cases`` (a shard of ``chosen``) that each sampled runtime of ``listed`` runs:
-    :func:`.sampling.samples` of the whole selection ``chosen``, so that shards merge."""
-    names = [entry.name for entry in listed if entry.available is None and sampling.is_sampled(entry.runtime)]
+def _samples(
+    listed: Sequence[registry.Entry], chosen: Sequence[Case], cases: Sequence[Case], keys: dict[str, tuple[str, ...]]
+) -> dict[str, set[str]]:
+    """The ids of ``cases`` (a shard of ``chosen``) that each sampled row of ``listed`` runs:
+    :func:`.sampling.samples` of the whole selection ``chosen`` for the row's registry key of its
+    device, so that shards merge."""
+    names = {e.name: keys[e.name][-1] for e in listed if e.available is None and sampling.is_sampled(e.runtime)}
     ids = {case.id for case in cases}
-    return {name: sample & ids for name, sample in sampling.samples(chosen, names, defects.registry().defects).items()}
+    by_key = sampling.samples(chosen, list(dict.fromkeys(names.values())), defects.registry().defects)
+    return {name: by_key[key] & ids for name, key in names.items()}
 
 
 def make_plan(
@@ -127,20 +145,25 @@ def make_plan(
     known_defects: bool = True,
     probe_timeout_s: float = registry.PROBE_TIMEOUT_S,
     sample: bool = False,
+    on_devices: Sequence[str] = (),
+    precision: str = DECLARED,
 ) -> Plan:
     """What a run will do; each runtime module is first loaded in a probe process that may take
     ``probe_timeout_s`` (:func:`registry.probe`). With ``sample``, the runtimes that
-    :mod:`.sampling` samples run its sample of the cases."""
+    :mod:`.sampling` samples run its sample of the cases. The rows (:mod:`.devices`): the OpenVINO
+    runtimes on each of ``on_devices`` (none: CPU), every runtime at ``precision``."""
     try:
         entries = registry.discover(modules, probe_timeout_s=probe_timeout_s)
     except registry.RegistryError as error:
         raise PlanError("runtime_module", str(error)) from None
-    listed = choose(entries, names)
+    listed, facts = devices.rows(choose(entries, names), on_devices, precision)
+    keys = {name: row.keys for name, row in facts.items()}
     whole = select_cases(patterns, None)
     cases = shard.select(whole, [case.id for case in whole], shard_spec)
-    applied = known.default() if known_defects else None
-    sampled = _samples(listed, whole, cases) if sample else {}
-    return Plan(listed, cases, list(patterns), shard_spec, list(expected_failures), applied, list(modules), sampled)
+    applied = known.default(keys) if known_defects else None
+    sampled = _samples(listed, whole, cases, keys) if sample else {}
+    chosen = list(expected_failures)
+    return Plan(listed, cases, list(patterns), shard_spec, chosen, applied, list(modules), sampled, facts)
 
 
 def _openvino_precisions(plan: Plan) -> dict[str, Any]:
@@ -189,9 +212,10 @@ def run(plan: Plan, settings: runner.Settings, into: list[Result], progress: Cal
         progress(final)
 
     if plan.runnable:
-        runtimes = runner.Runtimes(tuple(plan.runnable), tuple(plan.modules))
+        reduced = tuple((name, f.reduced) for name, f in plan.facts.items() if f.reduced and name in plan.runnable)
+        runtimes = runner.Runtimes(tuple(plan.runnable), tuple(plan.modules), reduced=reduced)
         # whether the registry decides verdicts or not, no case runs after one it knows to corrupt
-        isolated = replace(settings, alone=settings.alone | known.process_corrupting())
+        isolated = replace(settings, alone=settings.alone | known.process_corrupting(plan.keys))
         runner.run_cases(runtimes, plan.cases, isolated, on_result, plan.sampled)
     into[:] = runner.sort_results(into, [entry.name for entry in plan.listed])
 

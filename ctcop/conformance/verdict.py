@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from .. import canonical
 from ..text import ends, one_line
-from ..tolerance import Mismatch, describe, max_errors, mismatch, tolerance
+from ..tolerance import Mismatch, describe, max_errors, mismatch, reduced_allowance, tolerance
 from ..tolerance import allowance as tolerance_allowance
 from .protocol import Outcome, Unsupported
 from .result import Raised, Result
@@ -48,7 +48,12 @@ def sample_axis(case: Case) -> int:
 
 
 def grad_mismatch(
-    got: npt.ArrayLike, expected: npt.ArrayLike, expected_loss: npt.ArrayLike, dtype: str, sample_axis: int
+    got: npt.ArrayLike,
+    expected: npt.ArrayLike,
+    expected_loss: npt.ArrayLike,
+    dtype: str,
+    sample_axis: int,
+    reduced: npt.ArrayLike | None = None,
 ) -> Mismatch | None:
     """None when the gradient ``got`` conforms to ``expected`` by the gradient rule
     (``expected_loss`` the reference's [N] loss, ``sample_axis`` the gradient's sample axis);
@@ -62,7 +67,9 @@ def grad_mismatch(
     occupancies inherit as a relative error the absolute error of alpha + beta, so no constant
     tolerance fits every length: one loose enough for long sequences would hide a wrong gradient
     on short ones. The sample axis is 1 for the spec form's [T, N, C], 0 for the released form's
-    [N, T, C] (:func:`sample_axis`)."""
+    [N, T, C] (:func:`sample_axis`). ``reduced``: spec 10.5's bounds d_i on the losses of a
+    gradient computed at a reduced precision; an entry's bound is then at least min(2, e^d_i - 1),
+    the occupancies' relative error when alpha + beta is off by d_i."""
     g = np.asarray(got, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     if g.shape != e.shape:
@@ -75,6 +82,9 @@ def grad_mismatch(
     view = [1] * e.ndim
     view[sample_axis] = -1
     allowance = tolerance_allowance(e, np.asarray(expected_loss, dtype=np.float64).reshape(view), dtype)
+    if reduced is not None:
+        occupancy = np.minimum(2.0, np.expm1(np.asarray(reduced, dtype=np.float64))).reshape(view)
+        allowance = np.maximum(allowance, occupancy)
     with np.errstate(invalid="ignore", over="ignore"):
         same = (np.isnan(g) & np.isnan(e)) | (np.isinf(e) & (g == e))
         off = np.where(same, 0.0, np.abs(g - e))
@@ -235,8 +245,34 @@ def _answer_arrays(value: Any) -> tuple[np.ndarray, np.ndarray | None]:
     return loss, grad
 
 
-def _value_verdict(answer: Result, case: Case, loss: np.ndarray, grad: np.ndarray | None) -> Result:
-    """``answer`` (a value's) judged: its status, mismatch, message and the loss's errors."""
+def frame_facts(case: Case) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per sample of ``case``: its active frames T_i and the largest finite logit magnitude X_i
+    over them; and C, the classes (spec 10.5's inputs)."""
+    x = case.inputs
+    if case.form == "spec":
+        logits = np.asarray(x["inputs"], dtype=np.float64).transpose(1, 0, 2)  # [N, T, C]
+        active = np.asarray(x["sequence_mask"]).T != 0
+    else:
+        logits = np.asarray(x["logits"], dtype=np.float64)
+        lengths = np.clip(np.asarray(x["logit_length"], dtype=np.int64), 0, logits.shape[1])
+        active = np.arange(logits.shape[1])[None, :] < lengths[:, None]
+    with np.errstate(invalid="ignore"):
+        magnitude = np.where(np.isfinite(logits), np.abs(logits), 0.0).max(axis=2, initial=0.0)
+    largest = np.where(active, magnitude, 0.0).max(axis=1, initial=0.0)
+    return active.sum(axis=1), largest, int(logits.shape[2])
+
+
+def reduced_bounds(case: Case, expected: np.ndarray, precision: str) -> np.ndarray:
+    """Spec 10.5's bound on each sample's loss of ``case`` computed at ``precision``."""
+    frames, largest, classes = frame_facts(case)
+    return reduced_allowance(expected, frames, largest, classes, precision)
+
+
+def _value_verdict(
+    answer: Result, case: Case, loss: np.ndarray, grad: np.ndarray | None, reduced: str | None
+) -> Result:
+    """``answer`` (a value's) judged: its status, mismatch, message and the loss's errors; by spec
+    10.5's bound where the value was computed at a ``reduced`` precision."""
     if case.expect == "reject":
         refused = rejected(loss, case)
         if refused is None:
@@ -247,17 +283,18 @@ def _value_verdict(answer: Result, case: Case, loss: np.ndarray, grad: np.ndarra
     dtype = case.tolerance or "float64"
     worst_abs, worst_rel = max_errors(loss, expected)
     answer = replace(answer, max_abs_err=worst_abs, max_rel_err=worst_rel)
-    found = mismatch(loss, expected, dtype)
+    bounds = None if reduced is None else reduced_bounds(case, np.asarray(expected), reduced)
+    found = mismatch(loss, expected, dtype, bounds)
     if found is not None:
         return replace(answer, status="fail", mismatch=found, message=describe(found))
     if grad is not None and case.expected_grad is not None:
-        found = grad_mismatch(grad, case.expected_grad, expected, dtype, sample_axis(case))
+        found = grad_mismatch(grad, case.expected_grad, expected, dtype, sample_axis(case), bounds)
         if found is not None:
             return replace(answer, status="fail", mismatch=found, message=describe_grad(found, dtype))
     return replace(answer, status="pass")
 
 
-def judge(runtime: Any, case: Case, name: str = "") -> Result:
+def judge(runtime: Any, case: Case, name: str = "", reduced: str | None = None) -> Result:
     """Evaluate ``case`` with ``runtime`` (called ``name``) once: a :class:`~.result.Result` with
     ``answer`` value, raised or skip, its status and message, the loss's errors and
     :class:`~ctcop.tolerance.Mismatch` or what the runtime raised, the loss's first values as text
@@ -267,7 +304,8 @@ def judge(runtime: Any, case: Case, name: str = "") -> Result:
     does changes the case for the verdict or a later evaluation. Whatever it raises (any
     ``BaseException``, ``KeyboardInterrupt`` and ``SystemExit`` too: this runs in a worker, which
     ignores SIGINT, so they are the runtime's own) is its answer, and so is an answer that is not
-    a numeric array."""
+    a numeric array. ``reduced``: the precision narrower than float32 (``bf16``, ``f16``) the
+    runtime computed at, which spec 10.5's bound judges."""
     try:
         loss, grad = _answer_arrays(runtime.run(case.handed()))
     except Unsupported as why:
@@ -283,6 +321,6 @@ def judge(runtime: Any, case: Case, name: str = "") -> Result:
     try:  # an answer too big to copy (a broadcast view of 2^40 elements) cannot even be compared
         values = tuple(number(v) for v in loss.ravel()[:4096])
         answer = replace(answer, loss=values, loss_bits=bits(loss), grad_bits=bits(grad))
-        return _value_verdict(answer, case, loss, grad)
+        return _value_verdict(answer, case, loss, grad, reduced)
     except Exception as error:
         return replace(answer, status="fail", message=f"result not comparable: {_raised(error)}")

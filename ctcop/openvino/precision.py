@@ -94,3 +94,48 @@ def device_precisions(core: Any, device: str = "CPU") -> dict[str, Any]:
     capabilities = _property(core, device, "OPTIMIZATION_CAPABILITIES")
     reduced = [short for short, capability in REDUCED.items() if capability in capabilities]
     return {"openvino_device": device, "openvino_default_precision": default, "openvino_reduced_precisions": reduced}
+
+
+def precision_config(core: Any, device: str, precision: str, element_type: Any) -> dict[str, str]:
+    """The ``compile_model`` config of a conformance row's precision (spec 10.4): ``declared``
+    (:func:`declared_precision_config`), ``native`` (nothing: the device's default), or a hint
+    (``f32``, ``bf16``, ``f16``) given as it is to a device that takes one. OpenVINO may compile
+    at another precision than a hint asks (a CPU without BF16 computes a bf16 hint in f32): what
+    it chose is read back (:func:`compiled_precision`), never assumed."""
+    if precision == "declared":
+        return declared_precision_config(core, device, element_type)
+    takes_hint = all(HINT in _property(core, d, "SUPPORTED_PROPERTIES") for d in _hardware_devices(core, device))
+    return {HINT: precision} if precision != "native" and takes_hint else {}
+
+
+def device_facts(core: Any, device: str, precision: str) -> dict[str, Any]:
+    """What a report records of an OpenVINO row's device (spec 10.4), read from OpenVINO: the
+    hardware devices a float32 model compiled for ``device`` at ``precision`` executes on, each
+    one's full name, default and reduced precisions, the plugins' names and builds, and the
+    precision the model was compiled at. ``RuntimeError`` when ``device`` cannot compile it."""
+    import numpy as np
+    import openvino
+    import openvino.opset8 as ops
+
+    parameter = ops.parameter([-1], np.float32)
+    model = openvino.Model([ops.exp(parameter)], [parameter])
+    compiled = core.compile_model(model, device, precision_config(core, device, precision, "float32"))
+    executes_on = [str(name) for name in compiled.get_property("EXECUTION_DEVICES")]
+    chosen = compiled_precision(compiled)
+    if chosen is None and len(executes_on) == 1:  # a virtual device does not report it; its one device does
+        config = precision_config(core, executes_on[0], precision, "float32")
+        chosen = compiled_precision(core.compile_model(model, executes_on[0], config))
+    versions = core.get_versions(device).items()
+    plugins = {name: f"{version.description} {version.build_number}" for name, version in versions}
+    hardware = {
+        name: {"full_name": str(core.get_property(name, "FULL_DEVICE_NAME")), **device_precisions(core, name)}
+        for name in executes_on
+    }
+    return {
+        "device": device,
+        "precision": precision,
+        "compiled_precision": chosen,
+        "executes_on": executes_on,
+        "hardware": hardware,
+        "plugins": plugins,
+    }

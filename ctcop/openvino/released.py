@@ -31,7 +31,7 @@ from ..options import Dim, ExportOptions, released_index_types
 from ..schema import form
 from .files import save_ir
 from .lowering import WIDE, disagrees, f32, fitted, guarded_loss, i64, positions
-from .precision import declared_precision_config
+from .precision import precision_config
 from .stage import mark
 from .writer import ir_dim, named
 
@@ -206,11 +206,14 @@ def released_ir_model(
     return ov.Model([ops.result(loss)], parameters, "ctcop_released_ctc_loss")
 
 
-def compiled_released_model(types: tuple[tuple[str, str], ...], attributes: Attributes) -> Any:
+def compiled_released_model(
+    types: tuple[tuple[str, str], ...], attributes: Attributes, device: str = "CPU", precision: str = "declared"
+) -> Any:
     """:func:`released_ir_model` for the released inputs' element types ``types`` ((name, type)
     pairs in port order, ``blank_index`` among them when given; dynamic dims), written as IR,
-    read back by a stock ``openvino.Core`` (nothing of ctcop added) and compiled for the CPU at
-    the precision the logits declare (spec 13)."""
+    read back by a stock ``openvino.Core`` (nothing of ctcop added) and compiled for ``device`` at
+    ``precision`` (:func:`ctcop.openvino.precision.precision_config`; by default the precision the
+    logits declare, spec 13)."""
     dtypes = dict(types)
     logits = dtypes.pop("logits")
     model = released_ir_model(
@@ -224,4 +227,4 @@ def compiled_released_model(types: tuple[tuple[str, str], ...], attributes: Attr
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "released.xml")
         save_ir(model, path)
-        return core.compile_model(core.read_model(path), "CPU", declared_precision_config(core, "CPU", logits))
+        return core.compile_model(core.read_model(path), device, precision_config(core, device, precision, logits))

@@ -496,7 +496,7 @@ def test_the_registrys_process_corrupting_defects_run_alone(monkeypatch) -> None
     assert ("warpctc", "released/empty_targets/int32/float32") not in alone  # D46 always kills
     assert not any(runtime == "torch" for runtime, _ in alone)  # torch's defects return numbers
     corrupter, later = "spec/empty_targets/float32", "spec/hand_worked/float64"
-    monkeypatch.setattr(known, "process_corrupting", lambda: frozenset({("corrupting", corrupter)}))
+    monkeypatch.setattr(known, "process_corrupting", lambda keys=None: frozenset({("corrupting", corrupter)}))
     plan = suite.make_plan(["corrupting"], [BAD], [corrupter, later], None)
     seen: list[Result] = []
     suite.run(plan, runner.Settings(jobs=1), seen, lambda result: None)
