@@ -103,6 +103,11 @@ def allowance(expected: npt.ArrayLike, loss: npt.ArrayLike, dtype: str) -> np.nd
 REDUCED_TYPES = {"bf16": "bfloat16", "f16": "float16"}
 
 
+def reduced_range(precision: str) -> float:
+    """The largest finite value of ``precision``'s element type."""
+    return float(np.finfo(np.float16).max) if precision == "f16" else float(np.finfo(np.float32).max)
+
+
 def reduced_allowance(
     loss: npt.ArrayLike, frames: npt.ArrayLike, largest: npt.ArrayLike, classes: int, precision: str
 ) -> np.ndarray:
@@ -110,18 +115,22 @@ def reduced_allowance(
     ``precision`` (``bf16`` or ``f16``), for reference losses ``loss``, ``frames`` active frames
     T_i, the largest logit magnitude X_i over them and C ``classes``::
 
-        eps(p) (|loss_i| + sqrt(T_i) |loss_i| + T_i (2 X_i + ln C + 1))
+        eps(p) ((1 + T_i / 2) |loss_i| + T_i (2 X_i + ln C + 1))
 
-    Each frame's log-softmax rounds two values of magnitude up to X_i + ln C (errors that repeat
-    from frame to frame add up: T_i of them); each frame's forward step rounds alpha, of
-    magnitude up to |loss_i| (errors of changing sign: a random walk of T_i steps); the output is
-    rounded once. A target's length enters through |loss_i| only."""
+    and no bound (an overflow to infinity included) where |loss_i| exceeds p's range. Each frame's
+    log-softmax rounds values of magnitude up to X_i + ln C, and their errors can repeat from
+    frame to frame: T_i (2 X_i + ln C + 1). Each frame's forward step rounds alpha, whose
+    magnitude grows to |loss_i|: half an eps of up to |loss_i| per frame, T_i |loss_i| / 2 in
+    all, one-signed where a long sum stops growing (a term below half an ulp of alpha is lost).
+    The output is rounded once. A target's length enters through |loss_i| only."""
     eps = tolerance(REDUCED_TYPES[precision]).eps
-    magnitude = np.abs(np.nan_to_num(np.asarray(loss, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0))
+    values = np.abs(np.asarray(loss, dtype=np.float64))
+    magnitude = np.where(np.isfinite(values), values, 0.0)
     t = np.asarray(frames, dtype=np.float64)
     x = np.nan_to_num(np.asarray(largest, dtype=np.float64), nan=0.0, posinf=0.0)
-    bound: np.ndarray = eps * (magnitude * (1.0 + np.sqrt(t)) + t * (2.0 * x + math.log(max(classes, 1)) + 1.0))
-    return bound
+    bound = eps * (magnitude * (1.0 + t / 2.0) + t * (2.0 * x + math.log(max(classes, 1)) + 1.0))
+    beyond: np.ndarray = np.where(magnitude > reduced_range(precision), np.inf, bound)
+    return beyond
 
 
 def mismatch(
@@ -139,7 +148,7 @@ def mismatch(
         bounds = np.maximum(bounds, np.asarray(reduced, dtype=np.float64).reshape(bounds.shape))
     for i, (g, e, bound) in enumerate(zip(got_values.ravel(), expected_values.ravel(), bounds.ravel(), strict=True)):
         same_special = (np.isnan(g) and np.isnan(e)) or (np.isinf(e) and g == e)
-        close = np.isfinite(e) and np.isfinite(g) and abs(g - e) <= bound
+        close = np.isfinite(e) and (np.isfinite(g) or bound == np.inf) and abs(g - e) <= bound
         if not (same_special or close):
             allowed = float(bound) if np.isfinite(e) else 0.0
             return Mismatch("loss", sample=i, got=float(g), expected=float(e), allowed=allowed)

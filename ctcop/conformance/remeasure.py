@@ -20,7 +20,7 @@ from importlib import resources
 from typing import Any
 
 from ..defects import parse
-from . import corpus
+from . import corpus, rows
 from .expected import FAILURES
 from .known import KnownDefects
 from .report import counted
@@ -32,7 +32,8 @@ def remeasure(registry: dict[str, Any], report: dict[str, Any]) -> tuple[dict[st
     if report.get("settings", {}).get("known_defects", False):
         raise ValueError("the report has the registry applied: run ctcop conformance --no-known-defects")
     results = [_result(row, number) for number, row in enumerate(report["results"])]
-    status = {(r.runtime, r.case): r.status for r in results}
+    keys = row_keys(report)
+    status = {(keys.get(r.runtime, (r.runtime,))[0], r.case): r.status for r in results}
     updated, lines = json.loads(json.dumps(registry)), []
     versions = report.get("versions", {})
     for name, library in updated["libraries"].items():
@@ -54,13 +55,43 @@ def remeasure(registry: dict[str, Any], report: dict[str, Any]) -> tuple[dict[st
                 fixed = f"no longer fails {counted(len(gone), 'case')}: {', '.join(gone[:5])}"
                 lines.append(f"{entry['id']} {runtime}: {fixed}")
                 entry["cases"][runtime] = kept
-    known = KnownDefects.of(list(parse(updated).defects))
+    lines += _new_devices(updated, results, keys)
+    known = KnownDefects.of(list(parse(updated).defects), keys)
     tags = {case.id: case.tags for case in corpus.load_all()}
     for result in results:
         claimed = known.apply(result, tags.get(result.case, ())).status != result.status
         if result.status in FAILURES and not claimed:
             lines.append(f"unregistered: {result.runtime} {result.case} [{result.status}] {result.message}")
     return updated, lines
+
+
+def row_keys(report: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Each row's registry keys as the report records them (spec 10.4; a row without: its name)."""
+    listed = [r for r in report.get("runtimes", []) if isinstance(r, dict) and isinstance(r.get("name"), str)]
+    return {r["name"]: tuple(map(str, r.get("registry_keys") or [r["name"]])) for r in listed}
+
+
+def _new_devices(updated: dict[str, Any], results: Sequence[Result], keys: dict[str, tuple[str, ...]]) -> list[str]:
+    """For the rows whose device no entry lists yet (spec 10.4): each failing case goes under the
+    row's key into the entry that lists it for the same runtime on the CPU with that status."""
+    listed = {key for entry in updated["defects"] for key in entry.get("cases", {})}
+    added: dict[tuple[str, str], int] = {}
+    for result in results:
+        key = keys.get(result.runtime, (result.runtime,))[0]
+        cpu = rows.Row(rows.parse(key).runtime, precision=rows.parse(key).precision).name
+        if key in listed or key == cpu or result.status not in FAILURES:
+            continue
+        for entry in updated["defects"]:
+            if result.case in entry.get("cases", {}).get(cpu, ()) and result.status in entry["statuses"]:
+                entry["cases"].setdefault(key, []).append(result.case)
+                if key not in entry["runtimes"]:
+                    entry["runtimes"].append(key)
+                added[entry["id"], key] = added.get((entry["id"], key), 0) + 1
+                break
+    return [
+        f"{d} {key}: {counted(n, 'case')} added (a new device; they fail as on the CPU)"
+        for (d, key), n in added.items()
+    ]
 
 
 def _result(row: Any, number: int) -> Result:

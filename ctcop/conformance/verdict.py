@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from .. import canonical
 from ..text import ends, one_line
-from ..tolerance import Mismatch, describe, max_errors, mismatch, reduced_allowance, tolerance
+from ..tolerance import Mismatch, describe, max_errors, mismatch, reduced_allowance, reduced_range, tolerance
 from ..tolerance import allowance as tolerance_allowance
 from .protocol import Outcome, Unsupported
 from .result import Raised, Result
@@ -284,6 +284,9 @@ def _value_verdict(
     worst_abs, worst_rel = max_errors(loss, expected)
     answer = replace(answer, max_abs_err=worst_abs, max_rel_err=worst_rel)
     bounds = None if reduced is None else reduced_bounds(case, np.asarray(expected), reduced)
+    if reduced is not None and (frame_facts(case)[1] > reduced_range(reduced)).any():
+        why = f"not judged at {reduced}: active logits lie beyond its range (spec 10.5)"
+        return replace(answer, status="skip", message=why)
     found = mismatch(loss, expected, dtype, bounds)
     if found is not None:
         return replace(answer, status="fail", mismatch=found, message=describe(found))
