@@ -31,12 +31,12 @@ if TYPE_CHECKING:
 _WRITERS = ("write_corpus", "write_onnx_tests", "write_ir_tests")
 _RUN_ONLY = [
     "runtimes", "runtime_module", "jobs", "timeout", "json", "junit", "html", "from_json", "expected_failures",
-    "no_known_defects", "details", "all_cases", "device", "precision",
+    "no_known_defects", "details", "all_cases", "device", "precision", "runtime_python",
 ]  # fmt: skip
 # What a run decides and a report rendered again cannot change: the report records it.
 _MEASURING = [
     "runtimes", "runtime_module", "select", "shard", "jobs", "timeout", "json", "expected_failures", "no_known_defects",
-    "all_cases", "device", "precision",
+    "all_cases", "device", "precision", "runtime_python",
 ]  # fmt: skip
 _DEVICE = (
     "an OpenVINO device for the OpenVINO runtimes: CPU (default), GPU, GPU.1, NPU, AUTO:..., HETERO:..., BATCH:...; "
@@ -82,6 +82,14 @@ def add_parser(commands: Commands) -> None:
     device = arguments.pattern("OpenVINO device", arguments.DEVICE)
     runs.add_argument("--device", action="append", type=device, metavar="DEV", help=_DEVICE)
     runs.add_argument("--precision", choices=PRECISIONS, help=_PRECISION)
+    runs.add_argument(
+        "--runtime-python",
+        action="append",
+        type=_environment,
+        metavar="LABEL=PYTHON",
+        help="also run the runtimes of another Python environment (its interpreter; ctcop of this version installed "
+        "there), as rows named runtime~LABEL (repeatable)",
+    )
     runs.add_argument("--shard", type=arguments.shard, metavar="K/N", help="only shard K of N of the selected cases")
     runs.add_argument(
         "--jobs", type=arguments.integer(1, arguments.MAX_JOBS), help="worker processes (default: the CPUs)"
@@ -128,6 +136,15 @@ def _add_writers(parser: argparse.ArgumentParser) -> None:
         help="--write-onnx-tests: inlined (default: standard operators only, run by onnx's backend test "
         "runner as it is) or function (the ai.ctcop node and its model-local function)",
     )
+
+
+def _environment(given: str) -> Any:
+    from ..conformance.environments import environment
+
+    try:
+        return environment(given)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _writing(args: argparse.Namespace) -> str | None:
@@ -198,6 +215,7 @@ def _plan(args: argparse.Namespace, expected_failures: list[Expected]) -> Plan:
             sample=not (args.all_cases or args.select or args.runtimes),
             on_devices=list(dict.fromkeys(args.device or [])),
             precision=args.precision or DECLARED,
+            others=args.runtime_python or [],
         )
     except suite.PlanError as error:
         raise InvalidInputError(error.option, str(error)) from None
@@ -396,6 +414,7 @@ def run(args: argparse.Namespace) -> int:
 # What --self-check chooses itself, or cannot combine with.
 _NOT_WITH_SELF_CHECK = [
     "runtimes",
+    "runtime_python",
     "runtime_module",
     "expected_failures",
     "no_known_defects",

@@ -32,11 +32,28 @@ def add_parser(commands: Commands) -> None:
         help="compare reports of different --select/--shard on the cases both hold",
     )
     parser.add_argument(
+        "--rows",
+        action="append",
+        type=_pair,
+        metavar="OLD_ROW=NEW_ROW",
+        help="compare row OLD_ROW of OLD.json with row NEW_ROW of NEW.json, and no other rows (repeatable; one "
+        "report may be both, e.g. openvino-ir~ov2025=openvino-ir)",
+    )
+    parser.add_argument(
         "--details",
         type=arguments.integer(0, arguments.MAX_DETAILS),
         help=f"changes listed per kind (default {DEFAULT_DETAILS})",
     )
     parser.set_defaults(run=run)
+
+
+def _pair(given: str) -> tuple[str, str]:
+    from ..conformance.rows import ROW
+
+    old, equals, new = given.partition("=")
+    if not (equals and ROW.fullmatch(old) and ROW.fullmatch(new)):
+        raise argparse.ArgumentTypeError(f"{given!r} is not OLD_ROW=NEW_ROW (row names)")
+    return old, new
 
 
 def _report(path: str, what: str) -> Report:
@@ -60,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
     cases = {case.id: case for case in corpus.load_all()}
     try:
+        if args.rows:
+            old, new = diff.paired(old, new, args.rows)
         found = diff.compare(old, new, cases, args.allow_different_selection)
     except diff.SelectionError as error:
         raise InvalidInputError("new", str(error)) from None

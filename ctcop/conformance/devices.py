@@ -23,11 +23,13 @@ from .rows import DECLARED, DEFAULT_DEVICE, REDUCED, Row
 @dataclass(frozen=True)
 class Facts:
     """What a run knows of a row: its registry ``keys``, the ``reduced`` precision it is judged at
-    (spec 10.5; None: the declared type's rule, spec 10.2), and its OpenVINO ``device`` facts."""
+    (spec 10.5; None: the declared type's rule, spec 10.2), its OpenVINO ``device`` facts, and the
+    label of the Python environment it runs in ("": ctcop's own, :mod:`.environments`)."""
 
     keys: tuple[str, ...]
     reduced: str | None = None
     device: Mapping[str, Any] | None = None
+    environment: str = ""
 
 
 def is_openvino(entry: Entry) -> bool:
@@ -56,16 +58,18 @@ def _judged_at(precision: str, facts: Mapping[str, Any] | None) -> str | None:
     return precision if precision in REDUCED else None
 
 
-def rows(listed: Sequence[Entry], devices: Sequence[str], precision: str) -> tuple[list[Entry], dict[str, Facts]]:
+def rows(
+    listed: Sequence[Entry], devices: Sequence[str], precision: str, strict: bool = True
+) -> tuple[list[Entry], dict[str, Facts]]:
     """The entries of the run's rows and their :class:`Facts`, by row name: each OpenVINO
     runtime of ``listed`` on each of ``devices`` (none: CPU) at ``precision``, every other
-    runtime once at ``precision``. InvalidInputError for ``devices`` without an OpenVINO runtime
-    among ``listed``, and for a device that is not here."""
-    if devices and not any(is_openvino(entry) for entry in listed):
+    runtime once at ``precision``. InvalidInputError for a device that is not here, and
+    (``strict``: the run has no other environment to run them) for ``devices`` without an
+    OpenVINO runtime among ``listed``."""
+    openvino = any(is_openvino(entry) for entry in listed)
+    if devices and not openvino and strict:
         raise InvalidInputError("device", "--device applies to OpenVINO runtimes, and none is chosen")
-    found = {device: _device_facts(device, precision) for device in devices}
-    if not found and any(is_openvino(entry) for entry in listed):
-        found = {DEFAULT_DEVICE: _device_facts(DEFAULT_DEVICE, precision)}
+    found = {device: _device_facts(device, precision) for device in (devices or [DEFAULT_DEVICE]) if openvino}
     entries: list[Entry] = []
     facts: dict[str, Facts] = {}
     for entry in listed:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..text import one_line
@@ -233,7 +233,53 @@ def _runtimes(document: Mapping[str, Any]) -> tuple[tuple[str, ...], dict[str, s
         listed.append(name)
         available += [name] if entry["available"] else []
         versions.update({} if version is None else {f"runtimes.{name}.version": version})
+        versions.update(_environment_versions(name, entry.get("environment")))
     return tuple(available), versions
+
+
+def _environment_versions(name: str, environment: Any) -> dict[str, str]:
+    """``runtimes.NAME.versions.LIBRARY`` of a row of another Python environment (spec 10.4)."""
+    found = environment.get("versions") if isinstance(environment, dict) else None
+    if found is None:
+        return {}
+    if not isinstance(found, dict) or not all(isinstance(v, str) for v in found.values()):
+        raise ReportError(f"runtime {name}'s environment has versions that are not an object of texts")
+    return {f"runtimes.{name}.versions.{library}": version for library, version in found.items()}
+
+
+def paired(old: Report, new: Report, pairs: Sequence[tuple[str, str]]) -> tuple[Report, Report]:
+    """The two reports kept to the rows of ``pairs`` (old row, new row), the old rows named as
+    the new ones, so that :func:`compare` compares each old row with its new row (two rows of one
+    report: two releases in two environments, spec 10.4). Each side's environment is its
+    report's, with the versions its rows' own environments recorded in place of the report's.
+    SelectionError for a row a report does not have, or one named twice."""
+    for index, side in ((0, "old"), (1, "new")):
+        names = [pair[index] for pair in pairs]
+        if len(set(names)) != len(names):
+            raise SelectionError(f"--rows names a {side} row twice")
+    return _kept(old, dict(pairs), "old"), _kept(new, {n: n for _, n in pairs}, "new")
+
+
+def _kept(report: Report, rename: Mapping[str, str], side: str) -> Report:
+    missing = [name for name in rename if name not in report.runtimes]
+    if missing:
+        raise SelectionError(f"the {side} report has no row {', '.join(missing)}; it has {', '.join(report.runtimes)}")
+    environment = {key: value for key, value in report.environment.items() if not key.startswith("runtimes.")}
+    for name, shown in rename.items():
+        own = f"runtimes.{name}."
+        for key, value in report.environment.items():
+            if key.startswith(own + "versions."):
+                environment["versions." + key[len(own + "versions.") :]] = value
+            elif key == own + "version":
+                environment[f"runtimes.{shown}.version"] = value
+    sampled = tuple(sorted((rename[name], rule) for name, rule in report.selection.sampled if name in rename))
+    return replace(
+        report,
+        environment=environment,
+        selection=replace(report.selection, sampled=sampled),
+        runtimes=tuple(rename[name] for name in report.runtimes if name in rename),
+        results={(rename[r], c): replace(v, runtime=rename[r]) for (r, c), v in report.results.items() if r in rename},
+    )
 
 
 def _rows(document: Mapping[str, Any], runtimes: tuple[str, ...]) -> dict[tuple[str, str], Result]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import scheduler
 from ..process.workers import Failed, ForkServer, Lost, Worker
 from .result import Result, from_dict, to_dict
+from .rows import parse
 from .runtimes import MODELS_VARIABLE
 
 if TYPE_CHECKING:
@@ -52,12 +53,14 @@ Key = tuple[str, str]
 class Runtimes:
     """The rows of a run, by name (in order), and where a worker finds their runtimes:
     :func:`.registry.discover` of ``modules`` (``--runtime-module`` specs), entry points with
-    ``with_plugins``; ``reduced``: the rows judged at a reduced precision (spec 10.5), and which."""
+    ``with_plugins``; ``reduced``: the rows judged at a reduced precision (spec 10.5), and which;
+    ``pythons``: the interpreters of the other environments' rows, by label (:mod:`.environments`)."""
 
     names: tuple[str, ...]
     modules: tuple[str, ...] = ()
     with_plugins: bool = True
     reduced: tuple[tuple[str, str], ...] = ()
+    pythons: tuple[tuple[str, str], ...] = ()  # environment label, interpreter (spec 10.4)
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ class Pool:
     on_run: Callable[[Task, Result], None]
     slots: list[Slot | None] = field(default_factory=list)
     first: dict[Key, int] = field(default_factory=dict)  # who ran a case's first evaluation
-    server: ForkServer = field(init=False, repr=False)  # forks the workers (run's: os.environ and the models' folder)
+    servers: dict[str, ForkServer] = field(default_factory=dict)  # by environment label ("": this one's)
 
     def __post_init__(self) -> None:
         self.slots = [None] * max(1, self.settings.jobs)
@@ -189,7 +192,7 @@ class Pool:
                 self._end(slot)  # a worker serves one runtime
                 slot = None
             if slot is None:
-                worker = Worker(WORKER, server=self.server)
+                worker = Worker(WORKER, server=self.servers[parse(pending[choice].runtime).environment])
                 slot = self.slots[index] = Slot(worker, pending[choice].runtime)
             task = pending.pop(choice)
             try:
@@ -260,7 +263,8 @@ class Pool:
         pending = list(tasks)
         with tempfile.TemporaryDirectory(prefix="ctcop-models-") as models:
             environment = {**os.environ, MODELS_VARIABLE: models, scheduler.THREADS_VARIABLE: "1"}
-            self.server = ForkServer(PRELOAD, environment)
+            pythons = {"": None, **dict(self.runtimes.pythons)}
+            self.servers = {label: ForkServer(PRELOAD, environment, python) for label, python in pythons.items()}
             try:
                 while pending or any(s is not None and s.task is not None for s in self.slots):
                     self._assign(pending)
@@ -269,4 +273,5 @@ class Pool:
                 try:
                     self.stop()
                 finally:
-                    self.server.close()
+                    for server in self.servers.values():
+                        server.close()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import defects
-from . import corpus, devices, expected, known, registry, report, runner, sampling, shard
+from . import corpus, devices, environments, expected, known, registry, report, rows, runner, sampling, shard
 from .case import Case
 from .result import Result
 from .rows import DECLARED
@@ -46,6 +46,7 @@ class Plan:
     modules: list[str] = field(default_factory=list)
     sampled: dict[str, set[str]] = field(default_factory=dict)
     facts: dict[str, devices.Facts] = field(default_factory=dict)
+    environments: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def runs(self, name: str) -> int:
         """How many cases runtime ``name`` evaluates."""
@@ -66,7 +67,8 @@ class Plan:
     def runtimes(self) -> list[dict[str, Any]]:
         """The report's ``runtimes``: each row's name, description, whether it ran and why not, its
         runtime's own version (null when it gives none) and, for a row that ran, its registry keys,
-        the reduced precision it was judged at (null: none) and its OpenVINO device's facts."""
+        the reduced precision it was judged at (null: none), its OpenVINO device's facts and the
+        Python environment it ran in, when not ctcop's own (:mod:`.environments`)."""
         listed = []
         for e in self.listed:
             row = {
@@ -81,6 +83,8 @@ class Plan:
                 row.update(registry_keys=list(facts.keys), judged_at=facts.reduced)
                 if facts.device is not None:
                     row["openvino"] = dict(facts.device)
+                if facts.environment:
+                    row["environment"] = self.environments[facts.environment]
             listed.append(row)
         return listed
 
@@ -90,11 +94,14 @@ class Plan:
         return {name: facts.keys for name, facts in self.facts.items()}
 
 
-def choose(entries: Sequence[registry.Entry], names: Sequence[str] | None) -> list[registry.Entry]:
-    """The runtimes named (in that order; each must exist and be available), or every one."""
+def choose(entries: Sequence[registry.Entry], names: Sequence[str] | None, strict: bool = True) -> list[registry.Entry]:
+    """The runtimes named (in that order; each must exist and be available), or every one. Not
+    ``strict`` (another environment may have them): those named that are here, as they are."""
     if not names:
         return list(entries)
     known = {entry.name: entry for entry in entries}
+    if not strict:
+        return [known[name] for name in dict.fromkeys(names) if name in known]
     unknown = [name for name in names if name not in known]
     if unknown:
         raise PlanError("runtimes", f"unknown runtime: {', '.join(unknown)}; have {', '.join(known)}")
@@ -147,23 +154,35 @@ def make_plan(
     sample: bool = False,
     on_devices: Sequence[str] = (),
     precision: str = DECLARED,
+    others: Sequence[environments.Environment] = (),
 ) -> Plan:
     """What a run will do; each runtime module is first loaded in a probe process that may take
     ``probe_timeout_s`` (:func:`registry.probe`). With ``sample``, the runtimes that
     :mod:`.sampling` samples run its sample of the cases. The rows (:mod:`.devices`): the OpenVINO
-    runtimes on each of ``on_devices`` (none: CPU), every runtime at ``precision``."""
+    runtimes on each of ``on_devices`` (none: CPU), every runtime at ``precision``, here and in
+    each of the ``others`` environments (:mod:`.environments`)."""
     try:
         entries = registry.discover(modules, probe_timeout_s=probe_timeout_s)
     except registry.RegistryError as error:
         raise PlanError("runtime_module", str(error)) from None
-    listed, facts = devices.rows(choose(entries, names), on_devices, precision)
+    listed, facts = devices.rows(choose(entries, names, strict=not others), on_devices, precision, not others)
+    pythons = {}
+    for other in others:
+        found, more, described = environments.rows(other, names, modules, on_devices, precision, probe_timeout_s)
+        listed += found
+        facts.update(more)
+        pythons[other.label] = described
+    ran = {rows.parse(entry.name).runtime for entry in listed if entry.available is None}
+    missing = [name for name in names or [] if name not in ran]
+    if others and missing:
+        raise PlanError("runtimes", f"not installed in any environment: {', '.join(missing)}")
     keys = {name: row.keys for name, row in facts.items()}
     whole = select_cases(patterns, None)
     cases = shard.select(whole, [case.id for case in whole], shard_spec)
     applied = known.default(keys) if known_defects else None
     sampled = _samples(listed, whole, cases, keys) if sample else {}
     chosen = list(expected_failures)
-    return Plan(listed, cases, list(patterns), shard_spec, chosen, applied, list(modules), sampled, facts)
+    return Plan(listed, cases, list(patterns), shard_spec, chosen, applied, list(modules), sampled, facts, pythons)
 
 
 def _openvino_precisions(plan: Plan) -> dict[str, Any]:
@@ -213,7 +232,8 @@ def run(plan: Plan, settings: runner.Settings, into: list[Result], progress: Cal
 
     if plan.runnable:
         reduced = tuple((name, f.reduced) for name, f in plan.facts.items() if f.reduced and name in plan.runnable)
-        runtimes = runner.Runtimes(tuple(plan.runnable), tuple(plan.modules), reduced=reduced)
+        pythons = tuple((label, described["python"]) for label, described in plan.environments.items())
+        runtimes = runner.Runtimes(tuple(plan.runnable), tuple(plan.modules), reduced=reduced, pythons=pythons)
         # whether the registry decides verdicts or not, no case runs after one it knows to corrupt
         isolated = replace(settings, alone=settings.alone | known.process_corrupting(plan.keys))
         runner.run_cases(runtimes, plan.cases, isolated, on_result, plan.sampled)

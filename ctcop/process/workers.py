@@ -35,8 +35,11 @@ from typing import IO, Any
 from ..text import one_line
 
 PATH_VARIABLE = "CTCOP_WORKER_PATH"  # the caller's sys.path, for the worker to import as it does
+# Another interpreter (``python``) imports from its own sys.path, without the working folder that
+# ``-c`` puts first (a checkout there is not what is installed): the variable is set for this one only.
 _BOOT = (
-    f"import json, os, sys; sys.path[:] = json.loads(os.environ.pop({PATH_VARIABLE!r})); "
+    f"import json, os, sys; path = os.environ.pop({PATH_VARIABLE!r}, None); "
+    "sys.path[:] = sys.path[1:] if path is None else json.loads(path); "
     "from ctcop.process.workers import {}; {}(*sys.argv[1:])"
 )
 _MESSAGE = 1 << 16  # the most a fork server's order or reply may hold (a target), well within a socket's buffer
@@ -204,6 +207,15 @@ def fork_server(channel: str, preload: str) -> None:
 # -- the caller's side ---------------------------------------------------------------------------
 
 
+def _environment(env: Mapping[str, str] | None, python: str | None) -> dict[str, str]:
+    """A child's environment: ``env`` (None: this process's) and, for this interpreter (``python``
+    None), this process's ``sys.path``."""
+    environment = dict(os.environ if env is None else env)
+    if python is None:
+        environment[PATH_VARIABLE] = json.dumps(sys.path)
+    return environment
+
+
 def _readable(fd: int, timeout_s: float | None) -> bool:
     poller = select.poll()  # not select(): fds above 1023 are possible in a process with big libraries
     poller.register(fd, select.POLLIN)
@@ -211,14 +223,15 @@ def _readable(fd: int, timeout_s: float | None) -> bool:
 
 
 class ForkServer:
-    """A spawned interpreter that has imported ``preload`` and forks workers from itself (module
-    docstring) in the environment ``env`` (None: this process's when the server starts): pass it
-    to :class:`Worker`. A server that died (something killed it) is replaced by a fresh one at the
-    next start; :meth:`close` ends it and its workers."""
+    """A spawned interpreter (``python``; None: this one) that has imported ``preload`` and forks
+    workers from itself (module docstring) in the environment ``env`` (None: this process's when
+    the server starts): pass it to :class:`Worker`. A server that died (something killed it) is
+    replaced by a fresh one at the next start; :meth:`close` ends it and its workers."""
 
-    def __init__(self, preload: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, preload: Sequence[str], env: Mapping[str, str] | None = None, python: str | None = None) -> None:
         self.preload = list(preload)
         self.env = None if env is None else dict(env)
+        self.python = python
         self.process: subprocess.Popen[bytes] | None = None
         self._held: set[int] = set()  # the workers it forked and has not reaped (their pids are theirs)
 
@@ -226,12 +239,12 @@ class ForkServer:
         if self.process is None or self.process.poll() is not None:
             self.close()
             mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            environment = {**(os.environ if self.env is None else self.env), PATH_VARIABLE: json.dumps(sys.path)}
+            environment = _environment(self.env, self.python)
             boot = _BOOT.format("fork_server", "fork_server")
             with _signals_deferred():  # started and registered, or not started
                 try:
                     self.process = subprocess.Popen(
-                        [sys.executable, "-c", boot, str(theirs.fileno()), json.dumps(self.preload)],
+                        [self.python or sys.executable, "-c", boot, str(theirs.fileno()), json.dumps(self.preload)],
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
@@ -344,8 +357,9 @@ class Forked:
 class Worker:
     """``target`` (``package.module:function``) serving requests in a fresh process (module
     docstring), or in a process that ``server`` forks (then its streams are /dev/null and its
-    environment is the server's); ``env`` replaces the environment of a spawned one. Ends
-    (:meth:`end`) when its ``with`` block does."""
+    environment is the server's); ``env`` replaces the environment of a spawned one, ``python``
+    its interpreter (another environment's, which imports from its own ``sys.path``: ctcop must
+    be installed there). Ends (:meth:`end`) when its ``with`` block does."""
 
     def __init__(
         self,
@@ -355,9 +369,12 @@ class Worker:
         stderr: Stream = subprocess.DEVNULL,
         env: Mapping[str, str] | None = None,
         server: ForkServer | None = None,
+        python: str | None = None,
     ) -> None:
-        if server is not None and (env is not None or not stdin == stdout == stderr == subprocess.DEVNULL):
-            raise ValueError("a forked worker's streams are /dev/null and its environment is its server's")
+        if server is not None and (
+            env is not None or python is not None or not stdin == stdout == stderr == subprocess.DEVNULL
+        ):
+            raise ValueError("a forked worker's streams are /dev/null and its environment and interpreter its server's")
         # Spawned: started and registered, or not started. Forked: an interruption while its server
         # forks it ends the server with its workers (ForkServer._ask), which may take a while to answer.
         with _signals_deferred() if server is None else contextlib.nullcontext():
@@ -368,9 +385,10 @@ class Worker:
                 if server is not None:
                     self.process = server.start(target, (requests, answers))
                 else:
-                    environment = {**(os.environ if env is None else env), PATH_VARIABLE: json.dumps(sys.path)}
+                    environment = _environment(env, python)
+                    boot = _BOOT.format("serve", "serve")
                     self.process = subprocess.Popen(
-                        [sys.executable, "-c", _BOOT.format("serve", "serve"), target, str(requests), str(answers)],
+                        [python or sys.executable, "-c", boot, target, str(requests), str(answers)],
                         stdin=stdin,
                         stdout=stdout,
                         stderr=stderr,

@@ -50,10 +50,10 @@ def test_an_interruption_between_an_order_and_its_reply_stops_the_workers_and_th
         pool.run([Task(0, "reference", CASE, 0), Task(1, "reference", CASE, 1)])
     monkeypatch.undo()
     first = pool.first[("reference", CASE)]
-    assert pool.server.process is None and pool.slots == [None, None]
+    assert pool.servers[""].process is None and pool.slots == [None, None]
     deadline = time.monotonic() + 30
     while alive(first) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(first)
     pool.stop()
-    pool.server.close()
+    pool.servers[""].close()
