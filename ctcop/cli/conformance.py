@@ -79,17 +79,7 @@ def add_parser(commands: Commands) -> None:
         "--list", action="store_true", help="run nothing: print the ids of the selected cases, one per line"
     )
     runs.add_argument("--all-cases", action="store_true", help="no sample: every runtime runs every case")
-    device = arguments.pattern("OpenVINO device", arguments.DEVICE)
-    runs.add_argument("--device", action="append", type=device, metavar="DEV", help=_DEVICE)
-    runs.add_argument("--precision", choices=PRECISIONS, help=_PRECISION)
-    runs.add_argument(
-        "--runtime-python",
-        action="append",
-        type=_environment,
-        metavar="LABEL=PYTHON",
-        help="also run the runtimes of another Python environment (its interpreter; ctcop of this version installed "
-        "there), as rows named runtime~LABEL (repeatable)",
-    )
+    _add_rows(runs)
     runs.add_argument("--shard", type=arguments.shard, metavar="K/N", help="only shard K of N of the selected cases")
     runs.add_argument(
         "--jobs", type=arguments.integer(1, arguments.MAX_JOBS), help="worker processes (default: the CPUs)"
@@ -122,6 +112,21 @@ def add_parser(commands: Commands) -> None:
     )
     _add_writers(parser)
     parser.set_defaults(run=run)
+
+
+def _add_rows(runs: argparse._ArgumentGroup) -> None:
+    """The options that make rows of the runtimes (spec 10.4): devices, precision, environments."""
+    device = arguments.pattern("OpenVINO device", arguments.DEVICE)
+    runs.add_argument("--device", action="append", type=device, metavar="DEV", help=_DEVICE)
+    runs.add_argument("--precision", choices=PRECISIONS, help=_PRECISION)
+    runs.add_argument(
+        "--runtime-python",
+        action="append",
+        type=_environment,
+        metavar="LABEL=PYTHON",
+        help="also run the runtimes of another Python environment (its interpreter; ctcop of this version installed "
+        "there), as rows named runtime~LABEL (repeatable)",
+    )
 
 
 def _add_writers(parser: argparse.ArgumentParser) -> None:

@@ -140,11 +140,15 @@ def fitted(g: GraphBuilder, values: str, shape: str, fill: str, rank: int, to: i
     ``fill`` (spec 11.5: an input whose dims disagree with the logits' is read at the logits'
     sizes). With ``to`` (a TensorProto code), the cut values are cast to it before the padding,
     so that ``fill`` has type ``to``; otherwise ``fill`` has the values' type. The Slice comes
-    before anything else that reads ``values``: its output has no inferred shape, so onnxruntime
-    plans no buffer from declared dimensions that the actual ones may contradict (11.4)."""
+    before anything else that reads ``values`` (but their Shape): its output has no inferred
+    shape, so onnxruntime plans no buffer from declared dimensions that the actual ones may
+    contradict (11.4). The pads come from the Shape of ``values``, not of the cut: where the
+    cut is float64, onnxruntime's OpenVINO execution provider leaves the Slice and that Shape to
+    the CPU provider, and a pads computation that read the cut would join ``shape`` to a fused
+    node on both sides of the Slice, a cycle that fails the session."""
     zeros = g.i64([0] * rank)
     cut = g.Slice(values, zeros, shape, g.i64(list(range(rank))))
-    pads = g.Concat(zeros, g.Sub(shape, g.Shape(cut)), axis=0)
+    pads = g.Concat(zeros, g.Sub(shape, g.Min(shape, g.Shape(values))), axis=0)
     return g.Pad(cut if to is None else g.Cast(cut, to=to), pads, fill)
 
 

@@ -21,3 +21,10 @@ FEW_CLASSES = 32
 # values (1 MiB of float32), so a chunk and its temporaries stay in a core's cache.
 CHUNK = 1 << 18
 BOOL, INT64, DOUBLE = TensorProto.BOOL, TensorProto.INT64, TensorProto.DOUBLE
+# The name of every subgraph (If branches, Loop and Scan bodies; what each one is, its doc_string).
+# onnxruntime's OpenVINO execution provider (onnxruntime-openvino 1.24) partitions each subgraph
+# apart from the node that holds it unless it has this name: an If or Loop it then takes whole holds
+# its own fused nodes, which OpenVINO cannot read, and a Loop body it takes whole loses the values
+# the body reads from the enclosing graph. Under this name it takes or leaves each If, Loop and
+# Scan whole, with its subgraphs.
+SUBGRAPH = "tf2onnx"

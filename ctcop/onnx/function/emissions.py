@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 from ..graph import GraphBuilder, Sizes, any_along
 from .constants import BOOL, CHUNK, FEW_CLASSES, INT64, UNROLL
 from .lattice import Frames
-from .rows import if_node, is_inf, is_nan, take
+from .rows import if_node, is_inf, subgraph, take
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,14 @@ def frame_stats(g: GraphBuilder, logits: str, axis: int = 2) -> Stats:
 
 
 def nonfinite_frames(g: GraphBuilder, log_sum: str, bottom: str, compute: int, axis: int = 2) -> str:
-    """[F, N] true where a frame is non-finite: its log-sum is NaN or its minimum infinite (the
-    terms of frame_stats for the classes on ``axis``)."""
+    """[F, N] true where a frame is non-finite: its log-sum is not below +inf (NaN, or +inf where
+    exp(NaN) is +inf, as in OpenVINO's CPU plugin; a finite frame's is at most ln C) or its minimum
+    infinite (the terms of frame_stats for the classes on ``axis``)."""
     # Squeezed first: onnxruntime compares [F, N, 1] with a scalar about 15 times slower than
     # [F, N] (a slow path for a last dimension of 1).
     classes = g.i64([axis])
-    return g.Or(is_nan(g, g.Squeeze(log_sum, classes)), is_inf(g, g.Squeeze(bottom, classes), compute))
+    below_inf = g.Less(g.Squeeze(log_sum, classes), g.const(np.inf, compute))
+    return g.Or(g.Not(below_inf), is_inf(g, g.Squeeze(bottom, classes), compute))
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,9 @@ def few_classes(ctx: EmissionInputs) -> tuple[GraphBuilder, str, str, str]:
     log-probabilities, the index and [N] true for a sample with an active non-finite frame."""
     g = GraphBuilder("few_classes_")
     positions = g.Unsqueeze(g.Range(g.i64(0), ctx.sizes.class_count, g.i64(1)), g.i64([0]))
-    blank_only = g.Where(g.Equal(positions, ctx.blank), g.f64(0.0), g.f64(-np.inf))
+    # ln 1 and ln 0 in the compute type: OpenVINO computes float64 as float32 and saturates a
+    # float64 -inf to float32's lowest value on the way (D5).
+    blank_only = g.Where(g.Equal(positions, ctx.blank), g.const(0.0, ctx.compute), g.const(-np.inf, ctx.compute))
     rows = g.Concat(ctx.rows, g.CastLike(blank_only, ctx.x), axis=0)
     waiting_row = g.Mul(ctx.sizes.frame_count, ctx.sizes.batch)
     read = g.Gather(rows, g.Where(ctx.frames.waiting, waiting_row, ctx.frames.rows), axis=0)
@@ -161,7 +165,9 @@ def chunked_terms(g: GraphBuilder, ctx: EmissionInputs) -> str:
     batch, frames = ctx.sizes.batch, ctx.sizes.frames
     per_frame = g.Mul(ctx.sizes.batch, ctx.sizes.classes)
     chunk = g.Max(g.Div(g.i64([CHUNK]), g.Max(per_frame, g.i64([1]))), g.i64([1]))
-    count = g.Squeeze(g.Div(g.Add(frames, g.Sub(chunk, g.i64([1]))), chunk), g.i64([0]))
+    # At least one chunk, empty for T = 0: OpenVINO 2025.4's Loop of no iteration gives its
+    # carried value the wrong dims.
+    count = g.Squeeze(g.Max(g.Div(g.Add(frames, g.Sub(chunk, g.i64([1]))), chunk), g.i64([1])), g.i64([0]))
     body = GraphBuilder("chunk_")
     start = body.Mul(body.Reshape("c", body.i64([1])), chunk)
     chunk_logits = body.Slice(ctx.x, start, body.Add(start, chunk), body.i64([0]))
@@ -169,7 +175,7 @@ def chunked_terms(g: GraphBuilder, ctx: EmissionInputs) -> str:
     body.node("Concat", ["acc_in", body.Concat(stats.top, stats.log_sum, stats.bottom, axis=2)], ["acc_out"], axis=0)
     body.node("Identity", ["cond_in"], ["cond_out"])
     info = helper.make_tensor_value_info
-    loop_body = helper.make_graph(
+    loop_body = subgraph(
         body.nodes,
         "frame_terms",
         [info("c", INT64, []), info("cond_in", BOOL, []), info("acc_in", ctx.compute, [None, None, 3])],

@@ -68,7 +68,10 @@ def forward(
     known_frames, known_classes = known
     # A Loop runs the blocks unless T is known (a Scan, or no step at all; chosen_recursion).
     ctx, start = loop_inputs(g, lattice, frames, merge, compute, limited=known_frames is None)
-    x_rows = g.Reshape(x, g.Concat(g.Mul(sizes.frames, sizes.batch), sizes.classes, axis=0), allowzero=1)
+    # [T * N, C] as [-1, C]: OpenVINO 2025.4 reads a 0 in a Reshape's shape as "keep that dim"
+    # when the input has no elements, even with allowzero; where C = 0, [0, 1], which nothing
+    # reads (no_classes).
+    x_rows = g.Reshape(x, g.Concat(g.i64([-1]), g.Max(sizes.classes, g.i64([1])), axis=0))
     distinct = g.Transpose(lattice.distinct, perm=[1, 0])
     blank = g.Sub(sizes.class_count, g.i64(1))
     inputs = EmissionInputs(
@@ -202,14 +205,30 @@ def ctc_loss_function(
     log_mass, nonfinite = forward(g, x, checked, lattice, frames, sample_ids, sizes, chosen, compute_type, known)
     nan_samples = g.Or(checked.faults, nonfinite)
     g.node("CastLike", [read_out(g, log_mass, nan_samples), x], [spec.output_name])
+    nodes = live(g.nodes, [spec.output_name])
     return helper.make_function(
         DOMAIN,
         OP_TYPE,
         list(spec.input_names),
         [spec.output_name],
         # Without steps (fixed T = 0) the recursion's inputs are built and left unread.
-        live(g.nodes, [spec.output_name]),
+        nodes,
         [helper.make_opsetid("", opset)],
         attribute_protos=[helper.make_attribute(name, int(default)) for name, default in spec.attributes.items()],
         doc_string="CTCLoss-4, time-major form; see spec/ctcloss4.md",
+        value_info=loop_outputs(nodes),
     )
+
+
+def loop_outputs(nodes: list[onnx.NodeProto]) -> list[onnx.ValueInfoProto]:
+    """The types of the carried outputs of the Loops among ``nodes``: their bodies' (rank 2 or 3,
+    free dims). ONNX's shape inference gives a Loop's carried outputs no shape, and OpenVINO's
+    CPU plugin takes no input of unknown rank: without these, a subgraph that onnxruntime's
+    OpenVINO execution provider cuts after a Loop would not compile."""
+    types = []
+    for node in nodes:
+        if node.op_type == "Loop":
+            (body,) = (attribute.g for attribute in node.attribute if attribute.name == "body")
+            carried = body.output[1 : len(node.input) - 1]
+            types += [helper.make_value_info(name, out.type) for name, out in zip(node.output, carried, strict=False)]
+    return types

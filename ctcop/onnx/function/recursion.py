@@ -21,7 +21,7 @@ from ..graph import GraphBuilder
 from .constants import BOOL, DOUBLE, INT64, UNROLL
 from .emissions import BlockEmissions
 from .lattice import Frames, Lattice
-from .rows import finite_or, if_node, largest
+from .rows import finite_or, if_node, largest, subgraph
 
 
 @dataclass(frozen=True)
@@ -210,9 +210,9 @@ def body_graph(g: GraphBuilder, compute: int, scan: bool, by_class: bool) -> onn
     outputs = [info(f"{name}_out", kind, [None, None]) for name, kind in carried]
     if scan:
         rank = 3 if by_class else 2
-        return helper.make_graph(g.nodes, "ctc_forward_step", [*inputs, info("block", compute, [None] * rank)], outputs)
+        return subgraph(g.nodes, "ctc_forward_step", [*inputs, info("block", compute, [None] * rank)], outputs)
     g.node("Identity", ["cond_in"], ["cond_out"])
-    return helper.make_graph(
+    return subgraph(
         g.nodes,
         "ctc_forward_step",
         [info("b", INT64, []), info("cond_in", BOOL, []), *inputs],

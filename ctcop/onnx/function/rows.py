@@ -1,6 +1,7 @@
 """Small graph helpers the stages share: positions, shifts and stable compaction of [N, W] rows,
-interleaving, IsInf and IsNaN in the forms every runtime reads, a flat Gather, an If over two
-branches and a log-sum-exp over rows."""
+interleaving, IsInf and IsNaN in the forms every runtime reads, a flat Gather, subgraphs (named
+for onnxruntime's OpenVINO execution provider, see SUBGRAPH), an If over two branches and a
+log-sum-exp over rows."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 from onnx import helper
 
 from ..graph import GraphBuilder
+from .constants import SUBGRAPH
 
 
 def positions_of(g: GraphBuilder, values: str) -> str:
@@ -53,9 +56,12 @@ def compact(g: GraphBuilder, values: str, keep: str, fill: str, trim: bool) -> t
 
 def largest(g: GraphBuilder, values: str) -> str:
     """The largest of the int64 ``values`` [N, W] and 0, as [1] (0 for no values). No axis it
-    reduces is empty (a reduction over none is undefined in OpenVINO's ReduceMax)."""
-    by_row = g.ReduceMax(g.Pad(values, g.i64([0, 0, 0, 1]), g.i64(0)), g.i64([1]), keepdims=0)
-    return g.ReduceMax(g.Concat(by_row, g.i64([0]), axis=0), g.i64([0]), keepdims=1)
+    reduces is empty (a reduction over none is undefined in OpenVINO's ReduceMax): a 0 is padded
+    on before each. (A Pad, not a Concat: OpenVINO 2025.4 turns a ReduceMax of a Concat into an
+    elementwise Maximum of its inputs.)"""
+    zero = g.i64(0)
+    by_row = g.ReduceMax(g.Pad(values, g.i64([0, 0, 0, 1]), zero), g.i64([1]), keepdims=0)
+    return g.ReduceMax(g.Pad(by_row, g.i64([0, 1]), zero), g.i64([0]), keepdims=1)
 
 
 def interleave(g: GraphBuilder, values: str, between: str, first: str) -> str:
@@ -89,6 +95,16 @@ def take(g: GraphBuilder, data: str, flat_index: str) -> str:
     return g.Gather(g.Reshape(data, g.i64([-1])), flat_index, axis=0)
 
 
+def subgraph(
+    nodes: Sequence[onnx.NodeProto],
+    what: str,
+    inputs: Sequence[onnx.ValueInfoProto],
+    outputs: Sequence[onnx.ValueInfoProto],
+) -> onnx.GraphProto:
+    """An If branch or a Loop or Scan body: named SUBGRAPH, ``what`` it is its doc_string."""
+    return helper.make_graph(list(nodes), SUBGRAPH, list(inputs), list(outputs), doc_string=what)
+
+
 def if_node(
     g: GraphBuilder,
     condition: str,
@@ -98,7 +114,7 @@ def if_node(
     """An If over two (builder, outputs) branches, each giving tensors of the element types and
     shapes in ``outputs``."""
     then_branch, else_branch = (
-        helper.make_graph(
+        subgraph(
             part.nodes,
             part.prefix.rstrip("_"),
             [],
