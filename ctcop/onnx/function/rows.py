@@ -81,11 +81,6 @@ def is_inf(g: GraphBuilder, values: str, kind: int) -> str:
     return g.Equal(g.Abs(values), g.const(np.inf, kind))
 
 
-def is_nan(g: GraphBuilder, values: str) -> str:
-    """IsNaN as x != x (see is_inf)."""
-    return g.Not(g.Equal(values, values))
-
-
 def finite_or(g: GraphBuilder, values: str, fallback: str, kind: int) -> str:
     return g.Where(is_inf(g, values, kind), fallback, values)
 
