@@ -195,7 +195,7 @@ def from_dict(data: Any) -> Result:
     if answer not in ("", *ANSWERS) or not isinstance(loss, list) or not all(isinstance(v, str) for v in loss):
         raise ValueError("has an answer that is not one of value, raised, skip, crash, timeout, or a loss not text")
     if not ROW.fullmatch(str(texts[1])):
-        raise ValueError("has a runtime that is not a row's name (runtime[@DEVICE][/PRECISION], spec 10.4)")
+        raise ValueError("has a runtime that is not a row's name (runtime[~LABEL][@DEVICE][/PRECISION], spec 10.4)")
     death = _optional_text(row, "death")
     return Result(
         case=printable(str(texts[0])),

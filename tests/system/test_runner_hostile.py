@@ -285,7 +285,7 @@ def test_merged_text_is_printable_and_capped() -> None:
         (with_rows("2/2", row("c2", defect=7)), "a defect that is not an id"),
         (with_rows("2/2", row("c2", status="xfail", defect="Dx")), "a defect that is not an id"),
         (with_rows("2/2", row("c2", status="xpass", defect="D" + "9" * 5000)), "a defect that is not an id"),
-        (with_rows("2/2", row("c2", runtime="ref\ud800")), "a runtime that is not a runtime name"),
+        (with_rows("2/2", row("c2", runtime="ref\ud800")), "a runtime that is not a row's name"),
         (
             with_rows("2/2", row("c2"), runtimes=[{"name": "reference", "available": True, "reason": None}]),
             "runtime 0 is not {name, description, available, reason}",
