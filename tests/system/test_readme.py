@@ -289,6 +289,7 @@ DOCS: dict[tuple[str, str], str] = {
         "two OpenVINO releases and an install: tests/system/test_conformance_diff.py compares such reports",
     ("conformance.md", "CTCLoss-4 conformance diff: old.json -> new.json ("):
         "output, not a command",
+    ("conformance.md", "jobs:"): "a GitHub Actions workflow, for a runtime team's CI",
     ("eval.md", "$ ctcop validate asr_ctc.xml            # list the"):
         "a session on the user's models (asr_ctc.xml, guarded.xml, shifted.xml, wide.xml) on an AVX-512-BF16 "
         "CPU; tests/system/test_eval.py and tests/unit/test_eval_stages.py run those verdicts",
