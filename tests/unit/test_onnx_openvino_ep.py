@@ -67,7 +67,7 @@ def test_a_loop_outside_any_subgraph_has_typed_outputs() -> None:
 
 def _session(model: onnx.ModelProto) -> onnxruntime.InferenceSession:
     if PROVIDER not in onnxruntime.get_available_providers():
-        pytest.skip(f"{PROVIDER} is not in this onnxruntime (pip install onnxruntime-openvino)")
+        pytest.skip(f"{PROVIDER} is not here: onnxruntime-openvino replaces onnxruntime (a venv of its own)")
     return onnxruntime.InferenceSession(
         model.SerializeToString(), providers=[PROVIDER], provider_options=[{"device_type": "CPU"}]
     )
