@@ -129,7 +129,7 @@ def test_a_forked_worker_has_its_own_process_group_the_given_environment_and_the
 
 
 def test_a_forked_worker_takes_no_environment_or_streams_of_its_own(server: ForkServer) -> None:
-    with pytest.raises(ValueError, match="its environment is its server's"):
+    with pytest.raises(ValueError, match="its environment and interpreter its server's"):
         Worker(f"{TARGETS}:echo", env=dict(os.environ), server=server)
     with pytest.raises(ValueError, match="streams are /dev/null"):
         Worker(f"{TARGETS}:echo", stdout=subprocess.PIPE, server=server)
