@@ -55,7 +55,8 @@ class Runtime:
     ``released_unsupported``); ``bfloat16``: why bfloat16 logits are Unsupported ("" when they
     are served); ``needs``: the modules that must import for it to run; ``spec_outcome``: an
     evaluation of spec-form cases that gives the gradient too; ``sampled``: the default run runs
-    :mod:`.sampling`'s sample of the cases only (its evaluations are costly).
+    :mod:`.sampling`'s sample of the cases only (its evaluations are costly); ``requires``: a
+    further condition, once ``needs`` import (None when met, else why not).
 
     Released-form cases (spec 7): the reference evaluates them with ``openvino_ctc_loss``; the raw
     ``openvino`` runtime hands the case's own inputs to OpenVINO's CTCLoss-4 (no adapter); the ONNX
@@ -77,6 +78,7 @@ class Runtime:
     sampled: bool = False
     device: str | None = None
     precision: str = DECLARED
+    requires: Callable[[], str | None] | None = None
 
     def on(self, device: str, precision: str) -> Runtime:
         """This OpenVINO runtime compiling for ``device`` at ``precision`` (spec 10.4), named
@@ -92,13 +94,13 @@ class Runtime:
         return outcome(self.run(Case.spec("arrays", *arrays, Attributes.of(attributes)))).loss
 
     def available(self) -> str | None:
-        """None when every library the runtime needs imports here; otherwise why not."""
+        """None when every library the runtime needs imports here and ``requires`` holds; otherwise why not."""
         for module in self.needs:
             try:
                 importlib.import_module(module)
             except Exception as error:  # a library that fails to import, however, is not there
                 return f"{module} does not import: {type(error).__name__}: {error}"
-        return None
+        return None if self.requires is None else self.requires()
 
     def run(self, case: Case) -> Outcome | np.ndarray:
         """The runtime's answer for ``case`` (either form); :class:`Unsupported` outside its scope."""
@@ -204,27 +206,48 @@ def _feeds(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) -> dict[str
 # onnxruntime threads per session: the suite runs one worker per core, so one thread each (and no
 # spinning) keeps the workers from competing; 0 is onnxruntime's default (benchmarks set it).
 ONNXRUNTIME_THREADS = 1
+# The execution providers of each onnxruntime row, in onnxruntime's order of preference. The
+# OpenVINO provider (the onnxruntime-openvino build) leaves the nodes it does not take to
+# onnxruntime's CPU provider, as it does for its users.
+OPENVINO_PROVIDER = "OpenVINOExecutionProvider"
+PROVIDERS: dict[str, tuple[tuple[str, dict[str, str]], ...]] = {
+    "onnxruntime": (("CPUExecutionProvider", {}),),
+    "onnxruntime-openvino": ((OPENVINO_PROVIDER, {"device_type": "CPU", "num_of_threads": str(ONNXRUNTIME_THREADS)}),),
+}
 
 
 @cache
-def _ort_session(key: Key | ReleasedKey) -> Any:
+def _ort_session(key: Key | ReleasedKey, row: str) -> Any:
     import onnxruntime
 
     from ..onnx import session_options
 
     options = session_options(ONNXRUNTIME_THREADS, spinning=not ONNXRUNTIME_THREADS)
-    return onnxruntime.InferenceSession(_model_bytes(key), options, providers=["CPUExecutionProvider"])
+    names, provider_options = zip(*PROVIDERS[row], strict=True)
+    return onnxruntime.InferenceSession(_model_bytes(key), options, providers=names, provider_options=provider_options)
 
 
-def _onnxruntime(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
-    session = _ort_session(_key(inputs, mask, labels, attributes))
-    result: np.ndarray = session.run(None, _feeds(inputs, mask, labels))[0]
-    return result
+def _onnxruntime(row: str) -> tuple[Evaluate, Released]:
+    """The spec form's and the released form's evaluations on ``row``'s providers."""
+
+    def evaluate(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray, attributes: Attributes) -> np.ndarray:
+        session = _ort_session(_key(inputs, mask, labels, attributes), row)
+        result: np.ndarray = session.run(None, _feeds(inputs, mask, labels))[0]
+        return result
+
+    def released(x: Mapping[str, np.ndarray], attributes: Attributes) -> np.ndarray:
+        result: np.ndarray = _ort_session(_released_key(x, attributes), row).run(None, dict(x))[0]
+        return result
+
+    return evaluate, released
 
 
-def _onnxruntime_released(x: Mapping[str, np.ndarray], attributes: Attributes) -> np.ndarray:
-    result: np.ndarray = _ort_session(_released_key(x, attributes)).run(None, dict(x))[0]
-    return result
+def _has_openvino_provider() -> str | None:
+    import onnxruntime
+
+    if OPENVINO_PROVIDER in onnxruntime.get_available_providers():
+        return None
+    return f"onnxruntime has no {OPENVINO_PROVIDER}: onnxruntime-openvino replaces onnxruntime (a venv of its own)"
 
 
 @cache
@@ -426,10 +449,17 @@ RUNTIMES: dict[str, Runtime] = {
         Runtime(
             "onnxruntime",
             "exported ONNX model (model-local function) on onnxruntime's CPU provider",
-            _onnxruntime,
-            released=_onnxruntime_released,
+            *_onnxruntime("onnxruntime"),
             bfloat16=NO_BFLOAT16.format("ONNX"),
             needs=("onnx", "onnxruntime"),
+        ),
+        Runtime(
+            "onnxruntime-openvino",
+            "exported ONNX model on onnxruntime's OpenVINO provider (onnxruntime-openvino), device_type CPU",
+            *_onnxruntime("onnxruntime-openvino"),
+            bfloat16=NO_BFLOAT16.format("ONNX"),
+            needs=("onnx", "onnxruntime"),
+            requires=_has_openvino_provider,
         ),
         Runtime(
             "onnx-reference",

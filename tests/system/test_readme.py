@@ -17,27 +17,22 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.docs import blocks, docs_blocks
 from support.paths import ROOT
 
 import ctcop
 from ctcop import cli
 
 README = ROOT / "README.md"
-BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 INSTALL, SUITE, CTCOP = "install", "test suite", "ctcop"
 N, T, FEATURES, C = 3, 8, 6, 5
 
 
-def blocks(path: Path) -> list[tuple[str, str]]:
-    """The fenced blocks of a markdown file: (language, text), in order."""
-    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(path.read_text(encoding="utf-8"))]
-
-
 def commands(script: str) -> list[list[str]]:
-    """The commands of a shell block: each line split as the shell splits it (comments dropped,
+    """The commands of a shell script: each line split as the shell splits it (comments dropped,
     quotes removed), then at ``&&`` and ``;``."""
     found: list[list[str]] = []
-    for line in script.splitlines():
+    for line in script.replace("\\\n", " ").splitlines():  # a line continued by a backslash is one
         lexer = shlex.shlex(line, posix=True, punctuation_chars=";&")
         lexer.whitespace_split, lexer.commenters = True, "#"
         command: list[str] = []
@@ -181,14 +176,18 @@ def test_the_install_and_test_commands_are_the_ones_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert "grep -m1 -E '^pip install .*pytest' README.md" in ci and 'eval "$test_command"' in ci
     ci_installs = [
-        pip_packages(command[2:])
+        (command[0], pip_packages(command[2:]))
         for command in commands(ci)
-        if command[:4] == ["python", "-m", "pip", "install"] and "--upgrade" not in command
+        if command[1:4] == ["-m", "pip", "install"] and "--upgrade" not in command
     ]
     readme_installs = [pip_packages(command) for command in commands(script) if kind(command) == INSTALL]
     assert readme_installs[0] == ["."]  # the user's install: the package without extras
-    # .ci/run installs nothing of its own: the README's test command installs, at CI's pinned versions
-    assert ci_installs == [] and 'export PIP_CONSTRAINT="$PWD/.ci/constraints.txt"' in ci
+    # .ci/run installs nothing of its own but the venv of onnxruntime's OpenVINO provider (it
+    # replaces onnxruntime): the README's test command installs, at CI's pinned versions
+    ortov = ".venv-ortov/bin/python"
+    assert [python for python, _ in ci_installs] == [ortov, ortov]
+    assert "onnxruntime-openvino" in ci_installs[0][1] and ci_installs[1][1] == ["--no-deps", "."]
+    assert 'export PIP_CONSTRAINT="$PWD/.ci/constraints.txt"' in ci
     assert readme_installs[1:] == [[".[test]"], ["--no-deps", "paddlepaddle", "httpx", "httpcore"]]
     assert [kind(command) for command in commands(test_line)] == [INSTALL, INSTALL, SUITE]
 
@@ -290,6 +289,8 @@ DOCS: dict[tuple[str, str], str] = {
     ("conformance.md", "CTCLoss-4 conformance diff: old.json -> new.json ("):
         "output, not a command",
     ("conformance.md", "jobs:"): "a GitHub Actions workflow, for a runtime team's CI",
+    ("defects.md", "import numpy as np"):
+        "D58's model: tests/unit/test_onnx_openvino_ep.py runs it on onnxruntime, OpenVINO and the provider",
     ("eval.md", "$ ctcop validate asr_ctc.xml            # list the"):
         "a session on the user's models (asr_ctc.xml, guarded.xml, shifted.xml, wide.xml) on an AVX-512-BF16 "
         "CPU; tests/system/test_eval.py and tests/unit/test_eval_stages.py run those verdicts",
@@ -318,14 +319,6 @@ DOCS: dict[tuple[str, str], str] = {
     ("testing.md", "python -m venv /tmp/newer && . /tmp/newer/bin/acti"):
         "installs the newest releases from the network and runs the whole test suite",
 }  # fmt: skip
-
-
-def docs_blocks() -> dict[tuple[str, str], str]:
-    found = {}
-    for path in sorted((ROOT / "docs").glob("*.md")):
-        for _, text in blocks(path):
-            found[(path.name, text.splitlines()[0][:50])] = text
-    return found
 
 
 def test_every_docs_block_is_listed() -> None:

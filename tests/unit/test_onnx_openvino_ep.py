@@ -1,15 +1,19 @@
 """The exports under onnxruntime's OpenVINO execution provider (onnxruntime-openvino, its own
 package): the forms of the graph that let it load and run them, checked on the graph everywhere,
-and the losses where the provider is installed."""
+and the losses and D58 where the provider is installed."""
 
 from collections import Counter
 
 import numpy as np
 import onnx
 import onnxruntime
+import openvino
 import pytest
+from support.docs import docs_blocks
+from support.registered import reproduces
 
 import ctcop
+from ctcop.conformance.case import Case
 from ctcop.conformance.cases import edge_cases, random_cases
 from ctcop.onnx import onnx_model, released_model
 from ctcop.onnx.function.constants import SUBGRAPH
@@ -65,6 +69,16 @@ def test_a_loop_outside_any_subgraph_has_typed_outputs() -> None:
     assert loops and all(typed.get(name, 0) >= 2 for loop in loops for name in loop.output)
 
 
+@pytest.mark.parametrize("export", EXPORTS)
+def test_no_loop_carries_a_value_that_grows_by_concat(export: str) -> None:
+    # D58: the OpenVINO inside onnxruntime-openvino 1.24.1 keeps only the last iteration's part.
+    loops = [n for g in _graphs(EXPORTS[export]()) for n in g.node if n.op_type == "Loop"]
+    for loop in loops:
+        (body,) = [a.g for a in loop.attribute if a.name == "body"]
+        carried = {i.name for i in body.input[2:]}
+        assert not [n.name for n in body.node if n.op_type == "Concat" and carried & set(n.input)], body.doc_string
+
+
 def _session(model: onnx.ModelProto) -> onnxruntime.InferenceSession:
     if PROVIDER not in onnxruntime.get_available_providers():
         pytest.skip(f"{PROVIDER} is not here: onnxruntime-openvino replaces onnxruntime (a venv of its own)")
@@ -73,8 +87,41 @@ def _session(model: onnx.ModelProto) -> onnxruntime.InferenceSession:
     )
 
 
+def _reported() -> dict:
+    """The names D58's report in docs/defects.md defines: model, feeds, expected."""
+    names: dict = {}
+    exec(docs_blocks()[("defects.md", "import numpy as np")], names)
+    return names
+
+
+def test_d58s_reported_model_is_right_on_onnxruntime_and_openvino() -> None:
+    d58 = _reported()
+    session = onnxruntime.InferenceSession(d58["model"].SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, d58["feeds"])[0], d58["expected"])
+    core = openvino.Core()
+    compiled = core.compile_model(core.read_model(d58["model"].SerializeToString(), b""), "CPU")
+    np.testing.assert_array_equal(compiled(d58["feeds"])[0], d58["expected"])
+
+
+def test_d58_the_provider_keeps_only_the_last_iteration_of_a_growing_carried_value() -> None:
+    d58 = _reported()
+    (got,) = _session(d58["model"]).run(None, d58["feeds"])
+    reproduces("D58", got.tolist() == [[[8.0]], [[11.0]]], f"gives {got.tolist()}")
+
+
 def _cases():
-    return [*edge_cases(), *random_cases(5, 16, max_t=40, max_c=40, max_n=5)]
+    # The last two read their frame terms in more than one chunk (T * N * C > 2^18, C > 32).
+    rng = np.random.default_rng(5)
+    chunked = [
+        Case.spec(f"chunked {t},{n},{c}", *_random_batch(rng, t, n, c)) for t, n, c in [(60, 2, 5000), (9, 1, 40000)]
+    ]
+    return [*edge_cases(), *random_cases(5, 16, max_t=40, max_c=40, max_n=5), *chunked]
+
+
+def _random_batch(rng: np.random.Generator, t: int, n: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    labels = np.full((n, t), -1, np.int64)
+    labels[:, : t // 3] = rng.integers(0, c - 1, size=(n, t // 3))
+    return (rng.normal(size=(t, n, c)) * 3).astype(np.float32), np.ones((t, n), np.int32), labels
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])

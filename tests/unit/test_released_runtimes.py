@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from support.runtime_check import assert_case_matches
 
@@ -19,7 +20,7 @@ from ctcop.attributes import Attributes
 from ctcop.conformance import corpus
 from ctcop.conformance.case import Case
 from ctcop.conformance.protocol import Outcome, Unsupported, outcome
-from ctcop.conformance.runtimes import RUNTIMES
+from ctcop.conformance.runtimes import OPENVINO_PROVIDER, RUNTIMES
 from ctcop.onnx import released_model
 from ctcop.tolerance import compare
 
@@ -102,8 +103,14 @@ def test_ctcops_custom_ir_layer_is_unsupported_for_released_cases() -> None:
         RUNTIMES["openvino-custom"].run(CASES["released/flags_default/int64/float32"])
 
 
-def test_every_runtime_is_available_here() -> None:
-    assert {name: runtime.available() for name, runtime in RUNTIMES.items()} == dict.fromkeys(RUNTIMES)
+def test_every_runtime_is_available_here_and_the_openvino_provider_where_installed() -> None:
+    found = {name: runtime.available() for name, runtime in RUNTIMES.items()}
+    provider = found.pop("onnxruntime-openvino")
+    assert found == dict.fromkeys(found)
+    if OPENVINO_PROVIDER in onnxruntime.get_available_providers():
+        assert provider is None
+    else:  # onnxruntime-openvino replaces onnxruntime: its row runs in a venv of its own
+        assert provider is not None and OPENVINO_PROVIDER in provider
 
 
 # -- the raw kernel gets the case's own inputs -------------------------------------------------

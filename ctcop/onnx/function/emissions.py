@@ -161,7 +161,9 @@ def many_classes(ctx: EmissionInputs, chunked: bool) -> tuple[GraphBuilder, list
 def chunked_terms(g: GraphBuilder, ctx: EmissionInputs) -> str:
     """The frame terms [T, N, 3] (max, log-sum, min) of ``inputs`` in chunks of about CHUNK values
     (whole frames, at least one) in a Loop, so no tensor of the logits' size is made and each
-    chunk stays in cache."""
+    chunk stays in cache. Each chunk's terms are written into a carried value of fixed shape
+    [T, N, 3] (ScatterND): OpenVINO 2025.4 keeps only the last iteration's part of a carried value
+    that grows by Concat (D58)."""
     batch, frames = ctx.sizes.batch, ctx.sizes.frames
     per_frame = g.Mul(ctx.sizes.batch, ctx.sizes.classes)
     chunk = g.Max(g.Div(g.i64([CHUNK]), g.Max(per_frame, g.i64([1]))), g.i64([1]))
@@ -172,7 +174,12 @@ def chunked_terms(g: GraphBuilder, ctx: EmissionInputs) -> str:
     start = body.Mul(body.Reshape("c", body.i64([1])), chunk)
     chunk_logits = body.Slice(ctx.x, start, body.Add(start, chunk), body.i64([0]))
     stats = frame_stats(body, body.Cast(chunk_logits, to=ctx.compute))
-    body.node("Concat", ["acc_in", body.Concat(stats.top, stats.log_sum, stats.bottom, axis=2)], ["acc_out"], axis=0)
+    # The rows written are the frames the Slice gave, counted from its shape: a body that reads T
+    # (min(start + chunk, T)) crashes onnxruntime's constant folding (SIGSEGV) when T is fixed.
+    taken = body.Squeeze(body.Shape(chunk_logits, start=0, end=1), body.i64([0]))
+    written = body.Unsqueeze(body.Add(body.Range(body.i64(0), taken, body.i64(1)), start), body.i64([1]))
+    chunk_terms = body.Concat(stats.top, stats.log_sum, stats.bottom, axis=2)
+    body.node("ScatterND", ["acc_in", written, chunk_terms], ["acc_out"])
     body.node("Identity", ["cond_in"], ["cond_out"])
     info = helper.make_tensor_value_info
     loop_body = subgraph(
@@ -182,7 +189,7 @@ def chunked_terms(g: GraphBuilder, ctx: EmissionInputs) -> str:
         [info("cond_out", BOOL, []), info("acc_out", ctx.compute, [None, None, 3])],
     )
     zero = g.const(0.0, ctx.compute)
-    acc0 = g.Expand(zero, g.Concat(g.i64([0]), batch, g.i64([3]), axis=0))
+    acc0 = g.Expand(zero, g.Concat(frames, batch, g.i64([3]), axis=0))
     terms = g.fresh("terms")
     g.node("Loop", [count, g.const(True, np.bool_), acc0], [terms], body=loop_body)
     return terms
