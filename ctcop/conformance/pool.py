@@ -39,6 +39,7 @@ WORKER = "ctcop.conformance.pool:evaluate"
 # thread a fork would lose (a framework, imported by a runtime, is its worker's own).
 PRELOAD = (
     "numpy",
+    "ctcop.conformance.case:warm",  # the reference's kernels, loaded once for every worker
     "ctcop.conformance.corpus",
     "ctcop.conformance.peers",
     "ctcop.conformance.pool",

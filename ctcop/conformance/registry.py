@@ -22,7 +22,7 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,17 +218,30 @@ def plugins(probe_timeout_s: float = PROBE_TIMEOUT_S) -> list[tuple[str, list[An
 
 def find(name: str, modules: Sequence[str] = (), with_plugins: bool = True) -> Any:
     """The runtime of the row called ``name`` (:mod:`.rows`), for a worker that runs what its
-    caller listed available: a built-in adapter or a peer is taken as it is (no library imported,
-    ``available()`` not asked); any other name is looked up in :func:`discover`'s list. An
-    OpenVINO adapter compiles for the row's device at its precision. :class:`LookupError` when no
-    runtime is called ``name``."""
+    caller listed available: the sources are read in :func:`discover`'s order, but loaded here
+    without a probe, and no runtime's ``available()`` is asked (the caller did both, and a module
+    that kills this process costs the worker's evaluation only). An OpenVINO adapter compiles
+    for the row's device at its precision. :class:`LookupError` when no runtime is called ``name``."""
     row = rows.parse(name)
-    found = next((runtime for runtime in builtin() + peers() if runtime.name == row.runtime), None)
-    if found is None:
-        found = next((e.runtime for e in discover(modules, with_plugins) if e.name == row.runtime), None)
+    found = next((runtime for runtime in _sources(modules, with_plugins) if runtime.name == row.runtime), None)
     if found is None:
         raise LookupError(f"no runtime is called {name!r}")
     return found.on(row.device, row.precision) if getattr(found, "device", None) is not None else found
+
+
+def _sources(modules: Sequence[str], with_plugins: bool) -> Iterator[Any]:
+    """The runtimes of the four sources, each source loaded when the ones before it are read."""
+    yield from builtin()
+    yield from peers()
+    if with_plugins:
+        for point in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda p: p.name):
+            try:
+                loaded = expand(point.load(), f"entry point {point.name} ({point.value})")
+            except (Exception, SystemExit):  # the caller listed it broken: none of its runtimes runs
+                continue
+            yield from loaded
+    for spec in modules:
+        yield from load_module(spec)
 
 
 def _version(runtime: Any) -> tuple[str | None, str | None]:
