@@ -176,10 +176,10 @@ def _forked(sock: socket.socket, order: Mapping[str, Any], fds: Sequence[int]) -
 
 def fork_server(channel: str, preload: str) -> None:
     """The fork server (started by :class:`ForkServer`): import the modules of ``preload`` (JSON;
-    ``module:function`` also calls the function, with no arguments), then answer each order read from the socket ``channel``: ``start`` (fork a worker running its
-    ``target`` over the two pipe ends sent with it, in the environment the server started with:
-    its pid), ``poll`` or ``wait`` (its return code: null while it runs). Ends when the caller's end
-    of the socket closes."""
+    ``module:function`` also calls the function, with no arguments), then answer each order read
+    from the socket ``channel``: ``start`` (fork a worker running its ``target`` over the two pipe
+    ends sent with it, in the environment the server started with: its pid), ``poll`` or ``wait``
+    (its return code: null while it runs). Ends when the caller's end of the socket closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     environment = dict(os.environ)  # the workers' (a preloaded module may change the server's own)
     for entry in json.loads(preload):
