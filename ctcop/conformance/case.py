@@ -80,8 +80,12 @@ def warm() -> None:
     """Load the reference's compiled kernels (loss and gradient, both forms) into this process.
     A fork server calls it once, so that each worker it forks starts with them: loading them from
     numba's cache takes a third of a second in each new process."""
-    spec = {"inputs": np.zeros((2, 1, 3)), "sequence_mask": np.ones((2, 1), np.int32), "labels": np.array([[0, -1]])}
-    released = {
+    spec: dict[str, np.ndarray] = {
+        "inputs": np.zeros((2, 1, 3)),
+        "sequence_mask": np.ones((2, 1), np.int32),
+        "labels": np.array([[0, -1]]),
+    }
+    released: dict[str, np.ndarray] = {
         "logits": np.zeros((1, 2, 3)),
         "logit_length": np.array([2]),
         "labels": np.array([[0, 0]]),
