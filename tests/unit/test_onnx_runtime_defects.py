@@ -1,5 +1,5 @@
-"""The onnx.reference and onnxruntime defects of spec 11.4 (registry ids D12-D20), each on its
-smallest input.
+"""The onnx.reference and onnxruntime defects of spec 11.4 (registry ids D12-D20, D51, D59), each
+on its smallest input.
 
 Each test checks a registered defect against the installed version (``reproduces``): on the
 version the registry was measured on the defect must show, on another one a defect that no longer
@@ -9,6 +9,9 @@ warning means its workaround can be reconsidered.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -292,3 +295,95 @@ def test_d51_onnxruntime_optimizer_empties_a_gather_of_a_descending_range() -> N
     got = _session(descending).run(None, {"x": x})[0]
     if reproduces("D51", not np.array_equal(got, expected)):
         assert got.size == 0
+
+
+def _nested_loop_model() -> onnx.ModelProto:
+    """A Loop in the else branch of an If in the else branch of an If (both conditions false),
+    whose body reads ``frames`` (a top-level constant) and ``chunk`` (the branch's Identity of a
+    Shape): for i in 0..3, acc[min(i + C, 4)] = 1 on zeros [5, 1]."""
+
+    def const(name: str, dims: list[int], values: list, kind: int = TensorProto.INT64) -> onnx.NodeProto:
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, kind, dims, values))
+
+    info = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [
+            const("one", [1], [1]),
+            helper.make_node("Reshape", ["i", "one"], ["i1"]),
+            helper.make_node("Add", ["i1", "chunk"], ["end"]),
+            helper.make_node("Min", ["end", "frames"], ["stop"]),
+            helper.make_node("Unsqueeze", ["stop", "one"], ["index"]),
+            const("value", [1, 1], [1.0], TensorProto.FLOAT),
+            helper.make_node("ScatterND", ["acc_in", "index", "value"], ["acc_out"]),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [
+            info("i", TensorProto.INT64, []),
+            info("cond_in", TensorProto.BOOL, []),
+            info("acc_in", TensorProto.FLOAT, [None, None]),
+        ],
+        [info("cond_out", TensorProto.BOOL, []), info("acc_out", TensorProto.FLOAT, [None, None])],
+    )
+    nodes = [
+        helper.make_node("Identity", ["c"], ["chunk"]),
+        helper.make_node("Squeeze", ["frames"], ["trip"]),
+        const("true", [], [True], TensorProto.BOOL),
+        const("acc", [5, 1], [0.0] * 5, TensorProto.FLOAT),
+        helper.make_node("Loop", ["trip", "true", "acc"], ["out0"], body=body),
+    ]
+    for level in (1, 2):
+        then = helper.make_graph(
+            [const(f"t{level}", [1, 1], [0.0], TensorProto.FLOAT)],
+            f"then{level}",
+            [],
+            [info(f"t{level}", TensorProto.FLOAT, [None, None])],
+        )
+        orelse = helper.make_graph(
+            nodes, f"else{level}", [], [info(f"out{level - 1}", TensorProto.FLOAT, [None, None])]
+        )
+        nodes = [
+            const(f"no{level}", [], [False], TensorProto.BOOL),
+            helper.make_node("If", [f"no{level}"], [f"out{level}"], then_branch=then, else_branch=orelse),
+        ]
+    top = [const("frames", [1], [4]), helper.make_node("Shape", ["x"], ["c"], start=2, end=3), *nodes]
+    graph = helper.make_graph(
+        top, "defect", [info("x", TensorProto.FLOAT, [5, 2, 40])], [info("out2", TensorProto.FLOAT, [None, None])]
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+D59_CHILD = (
+    "import sys, numpy as np, onnxruntime as ort; "
+    "off = ['ConstantFolding'] if sys.argv[2] == 'off' else None; "
+    "s = ort.InferenceSession(open(sys.argv[1], 'rb').read(), providers=['CPUExecutionProvider'], "
+    "disabled_optimizers=off); "
+    "print(s.run(None, {'x': np.zeros((5, 2, 40), np.float32)})[0].ravel().tolist())"
+)
+
+
+def test_d59_onnxruntime_constant_folding_crashes_on_a_loop_in_nested_folded_ifs(tmp_path) -> None:
+    # A use-after-free: whether it faults depends on the heap's layout, so up to three tries.
+    model = _nested_loop_model()
+    onnx.checker.check_model(model, full_check=True)
+    path = tmp_path / "nested.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert ReferenceEvaluator(model).run(None, {"x": np.zeros((5, 2, 40), np.float32)})[0].ravel().tolist() == [
+        0,
+        0,
+        0,
+        0,
+        1,
+    ]
+
+    def run(folding: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", D59_CHILD, str(path), folding], capture_output=True, text=True, timeout=600
+        )
+
+    without = run("off")
+    assert without.returncode == 0 and without.stdout.split() == ["[0.0,", "0.0,", "0.0,", "0.0,", "1.0]"], (
+        without.stderr
+    )
+    codes = [run("on").returncode for _ in range(3)]
+    reproduces("D59", -signal.SIGSEGV in codes, f"return codes {codes}")

@@ -175,7 +175,7 @@ def chunked_terms(g: GraphBuilder, ctx: EmissionInputs) -> str:
     chunk_logits = body.Slice(ctx.x, start, body.Add(start, chunk), body.i64([0]))
     stats = frame_stats(body, body.Cast(chunk_logits, to=ctx.compute))
     # The rows written are the frames the Slice gave, counted from its shape: a body that reads T
-    # (min(start + chunk, T)) crashes onnxruntime's constant folding (SIGSEGV) when T is fixed.
+    # (min(start + chunk, T)) crashes onnxruntime's constant folding when T is fixed (D59).
     taken = body.Squeeze(body.Shape(chunk_logits, start=0, end=1), body.i64([0]))
     written = body.Unsqueeze(body.Add(body.Range(body.i64(0), taken, body.i64(1)), start), body.i64([1]))
     chunk_terms = body.Concat(stats.top, stats.log_sum, stats.bottom, axis=2)
