@@ -206,13 +206,13 @@ def _feeds(inputs: np.ndarray, mask: np.ndarray, labels: np.ndarray) -> dict[str
 # onnxruntime threads per session: the suite runs one worker per core, so one thread each (and no
 # spinning) keeps the workers from competing; 0 is onnxruntime's default (benchmarks set it).
 ONNXRUNTIME_THREADS = 1
-# The execution providers of each onnxruntime row, in onnxruntime's order of preference. The
-# OpenVINO provider (the onnxruntime-openvino build) leaves the nodes it does not take to
-# onnxruntime's CPU provider, as it does for its users.
+# The execution provider of each onnxruntime row and its options. The OpenVINO provider (the
+# onnxruntime-openvino build) leaves the nodes it does not take to onnxruntime's CPU provider, as
+# it does for its users.
 OPENVINO_PROVIDER = "OpenVINOExecutionProvider"
-PROVIDERS: dict[str, tuple[tuple[str, dict[str, str]], ...]] = {
-    "onnxruntime": (("CPUExecutionProvider", {}),),
-    "onnxruntime-openvino": ((OPENVINO_PROVIDER, {"device_type": "CPU", "num_of_threads": str(ONNXRUNTIME_THREADS)}),),
+PROVIDERS: dict[str, tuple[str, dict[str, str]]] = {
+    "onnxruntime": ("CPUExecutionProvider", {}),
+    "onnxruntime-openvino": (OPENVINO_PROVIDER, {"device_type": "CPU", "num_of_threads": str(ONNXRUNTIME_THREADS)}),
 }
 
 
@@ -223,8 +223,10 @@ def _ort_session(key: Key | ReleasedKey, row: str) -> Any:
     from ..onnx import session_options
 
     options = session_options(ONNXRUNTIME_THREADS, spinning=not ONNXRUNTIME_THREADS)
-    names, provider_options = zip(*PROVIDERS[row], strict=True)
-    return onnxruntime.InferenceSession(_model_bytes(key), options, providers=names, provider_options=provider_options)
+    provider, provider_options = PROVIDERS[row]
+    return onnxruntime.InferenceSession(
+        _model_bytes(key), options, providers=[provider], provider_options=[provider_options]
+    )
 
 
 def _onnxruntime(row: str) -> tuple[Evaluate, Released]:

@@ -127,7 +127,7 @@ def _end_live() -> None:
 # -- the worker's side ---------------------------------------------------------------------------
 
 
-def _function(target: str) -> Callable[[Any], Any]:
+def _function(target: str) -> Callable[..., Any]:
     module, _, name = target.partition(":")
     found: Any = importlib.import_module(module)
     for part in name.split("."):
@@ -183,10 +183,10 @@ def fork_server(channel: str, preload: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     environment = dict(os.environ)  # the workers' (a preloaded module may change the server's own)
     for entry in json.loads(preload):
-        module, _, function = entry.partition(":")
-        imported = importlib.import_module(module)
-        if function:
-            getattr(imported, function)()
+        if ":" in entry:
+            _function(entry)()
+        else:
+            importlib.import_module(entry)
     sock = socket.socket(fileno=int(channel))
     server = os.getpid()
     while True:
